@@ -1,0 +1,1 @@
+"""Recipes: the one trainer, its data and the Gin files that configure it."""

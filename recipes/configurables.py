@@ -1,0 +1,25 @@
+"""Registers with Gin what recipes configure but that does not import gin itself.
+
+Tricks and tf_keras classes stay free of Gin; the names here are the ones Gin files
+use (e.g. `@tf_keras.optimizers.SGD`, `@AdaptiveGradClip()`).
+"""
+
+import gin
+import tf_keras
+
+from recipes import losses  # pylint: disable=unused-import  (registers its builders)
+from recipes import schedules  # pylint: disable=unused-import
+from recipes import trainer  # pylint: disable=unused-import
+from recipes.data import digits  # pylint: disable=unused-import
+from recipes.data import image_folder  # pylint: disable=unused-import
+from recipes.data import long_tail  # pylint: disable=unused-import
+from recipes.data import pipeline  # pylint: disable=unused-import
+from recipes.data import tfds_source  # pylint: disable=unused-import
+from tricks import agc
+from zoo import nfnet  # pylint: disable=unused-import
+
+for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,
+                   tf_keras.optimizers.AdamW):
+  gin.external_configurable(_optimizer, module="tf_keras.optimizers")
+
+gin.external_configurable(agc.AdaptiveGradClip, module="tricks")

@@ -1,0 +1,1 @@
+"""Data sources, the long-tail profile and the tf.data input pipeline."""

@@ -1,0 +1,58 @@
+"""What every data source gives the trainer: labels up front, examples on demand."""
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from recipes.errors import ConfigError
+
+# (split, indices or None for all) -> tf.data.Dataset of (uint8 image HWC, int32 label).
+MakeDataset = Callable[[str, Optional[np.ndarray]], tf.data.Dataset]
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+  """A labelled image data set with a training and a (balanced) test split.
+
+  `train_labels[i]` is the label of the i-th training example, so a long-tailed
+  subset can be drawn from labels alone; `make_dataset(split, indices)` then yields
+  just those examples, in index order, decoded to uint8 with 3 channels.
+  """
+  name: str
+  class_names: Sequence[str]
+  train_labels: np.ndarray
+  test_labels: np.ndarray
+  make_dataset: MakeDataset
+
+  @property
+  def num_classes(self):
+    return len(self.class_names)
+
+
+def select(dataset, indices, size):
+  """Keeps the examples of `dataset` (of `size` elements) whose position is in `indices`."""
+  if indices is None:
+    return dataset
+  mask = np.zeros([size], dtype=bool)
+  mask[np.asarray(indices, dtype=np.int64)] = True
+  mask = tf.constant(mask)
+  return dataset.enumerate().filter(lambda i, _: tf.gather(mask, i)).map(
+      lambda _, example: example)
+
+
+def balanced_holdout(labels, per_class, seed):
+  """Indices (train, test): `per_class` random test examples of each class."""
+  rng = np.random.default_rng(seed)
+  test = []
+  for c in np.unique(labels):
+    members = np.flatnonzero(labels == c)
+    if len(members) <= per_class:
+      raise ConfigError(
+          f"class {c} has {len(members)} examples, too few to hold out {per_class} "
+          "for testing; lower test_per_class")
+    test.extend(rng.choice(members, per_class, replace=False))
+  test = np.sort(np.asarray(test))
+  train = np.setdiff1d(np.arange(len(labels)), test)
+  return train, test

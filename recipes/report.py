@@ -1,0 +1,59 @@
+"""What a run leaves for people: metrics.json and the per-class accuracy plot."""
+
+import json
+import os
+import tempfile
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def atomic_write(path, write):
+  """Calls `write(file)` on a temporary file, then renames it onto `path`."""
+  directory = os.path.dirname(os.path.abspath(path))
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+  try:
+    with os.fdopen(fd, "wb") as f:
+      write(f)
+    os.replace(tmp, path)
+  except BaseException:
+    os.unlink(tmp)
+    raise
+
+
+def write_json(path, data):
+  atomic_write(path, lambda f: f.write(
+      (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()))
+
+
+def write_text(path, text):
+  atomic_write(path, lambda f: f.write(text.encode()))
+
+
+def plot_per_class_accuracy(path, metrics, title=""):
+  """Per-class test accuracy against the class's training count (log scale)."""
+  counts = metrics["train_class_counts"]
+  accs = metrics["per_class_accuracy"]
+  thresholds = metrics["shot_thresholds"]
+  fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+  xs = [c for c, a in zip(counts, accs) if a is not None]
+  ys = [a for a in accs if a is not None]
+  ax.scatter(xs, ys, s=28, color="tab:blue", zorder=3)
+  ax.set_xscale("log")
+  ax.set_ylim(-0.03, 1.03)
+  ax.set_xlabel("training images in the class")
+  ax.set_ylabel("test accuracy of the class")
+  for x, label in ((thresholds["few_shot_below"], "few | medium"),
+                   (thresholds["many_shot_above"], "medium | many")):
+    ax.axvline(x, color="gray", linestyle="--", linewidth=1)
+    ax.text(x, 1.0, f" {label}", color="gray", fontsize=8, va="top")
+  ax.axhline(metrics["balanced_accuracy"], color="tab:orange", linewidth=1,
+             label=f"balanced accuracy {metrics['balanced_accuracy']:.3f}")
+  ax.legend(loc="lower right", fontsize=8)
+  ax.grid(True, which="both", alpha=0.3)
+  ax.set_title(title or "per-class accuracy vs. training count")
+  fig.tight_layout()
+  atomic_write(path, lambda f: fig.savefig(f, format="png"))
+  plt.close(fig)

@@ -1,0 +1,35 @@
+"""Learning-rate schedule builders: the trainer calls them with the run's step counts."""
+
+import gin
+import tf_keras
+
+from tricks import cyclical_lr
+
+
+@gin.configurable
+def constant(total_steps, steps_per_epoch, learning_rate=gin.REQUIRED):
+  del total_steps, steps_per_epoch
+  return learning_rate
+
+
+@gin.configurable
+def warmup_cosine(total_steps, steps_per_epoch, peak_lr=gin.REQUIRED, warmup_epochs=0,
+                  final_fraction=0.0):
+  """Linear warm-up from 0 over `warmup_epochs`, then cosine decay to the end."""
+  warmup_steps = int(round(warmup_epochs * steps_per_epoch))
+  decay_steps = max(1, total_steps - warmup_steps)
+  if not warmup_steps:
+    return tf_keras.optimizers.schedules.CosineDecay(peak_lr, decay_steps, alpha=final_fraction)
+  return tf_keras.optimizers.schedules.CosineDecay(
+      0.0, decay_steps, alpha=final_fraction, warmup_target=peak_lr,
+      warmup_steps=warmup_steps)
+
+
+@gin.configurable
+def cyclical(total_steps, steps_per_epoch, base_lr=gin.REQUIRED, max_lr=gin.REQUIRED,
+             step_size_epochs=2.0, mode="triangular", gamma=1.0):
+  """Smith's cyclical rate; a half cycle lasts `step_size_epochs` epochs."""
+  del total_steps
+  return cyclical_lr.CyclicalLearningRate(
+      base_lr, max_lr, step_size=max(1, int(round(step_size_epochs * steps_per_epoch))),
+      mode=mode, gamma=gamma)

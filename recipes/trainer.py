@@ -1,0 +1,323 @@
+"""The one trainer every recipe configures: a custom, distribution-aware train loop.
+
+`train_and_evaluate` validates everything (data, model, model_dir) before it writes a
+byte, then trains with a custom step so that gradient transforms (AGC), loss scaling
+and cross-replica reduction compose:
+
+    per-example loss -> sum / global batch -> (scale) -> grads -> (unscale)
+    -> all-reduce SUM across replicas -> transforms -> apply (no second aggregation)
+
+Checkpoints are written every epoch and restored on start, and every epoch's data is
+a function of (seed, epoch), so rerunning a command on the same model_dir resumes and
+finishes exactly as an uninterrupted run would.
+"""
+
+import os
+import tempfile
+import time
+
+import gin
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from absl import logging
+
+from recipes import evaluation
+from recipes import losses
+from recipes import report
+from recipes import schedules
+from recipes.data import long_tail as long_tail_lib
+from recipes.data import pipeline as pipeline_lib
+from recipes.errors import ConfigError
+
+
+def check_model_dir_writable(model_dir):
+  """Raises ConfigError unless `model_dir` exists as a writable directory or can be made."""
+  path = os.path.abspath(model_dir)
+  probe = path
+  while not os.path.exists(probe):
+    probe = os.path.dirname(probe)
+  if not os.path.isdir(probe):
+    raise ConfigError(
+        f"model_dir {model_dir!r} cannot be created: {probe!r} is a file; choose "
+        "another --model_dir")
+  try:
+    os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".model_zoo-write-check-"))
+  except OSError as e:
+    raise ConfigError(
+        f"model_dir {model_dir!r} is not writable ({e.strerror} in {probe!r}); choose "
+        "a writable --model_dir") from None
+
+
+def check_resume_config(model_dir, config_text):
+  """A model_dir holds one run: refuse to resume it under another configuration."""
+  path = os.path.join(model_dir, "config.gin")
+  if os.path.exists(path):
+    with open(path) as f:
+      if f.read() != config_text:
+        raise ConfigError(
+            f"model_dir {model_dir!r} holds a run with another configuration (see its "
+            "config.gin); rerun with the same flags to resume, or pick a new --model_dir")
+
+
+def check_model_fits(keras_model, num_classes, image_sizes):
+  outputs = keras_model.output_shape[-1]
+  if outputs != num_classes:
+    raise ConfigError(
+        f"the data set has {num_classes} classes but the model outputs {outputs}; "
+        f"bind the model's num_classes to {num_classes} (e.g. NUM_CLASSES = {num_classes})")
+  height, width = keras_model.input_shape[1:3]
+  for size in image_sizes:
+    if (height, width) != (None, None) and (height, width) != (size, size):
+      raise ConfigError(
+          f"the model takes {height}x{width} images but the pipeline feeds {size}x{size}; "
+          "make InputPipeline.image_size / eval_image_size match the model's input_shape")
+
+
+class Trainer:
+  """State of one run: strategy, model, optimizer, data, metrics, checkpoint."""
+
+  def __init__(self, model_dir, strategy, source, indices, keras_model, optimizer,
+               loss_fn, pipeline, epochs, seed, gradient_transforms, shot_thresholds,
+               checkpoint_every_epochs, eval_every_epochs, keep_checkpoints):
+    self.model_dir = model_dir
+    self.strategy = strategy
+    self.source = source
+    self.indices = indices
+    self.model = keras_model
+    self.optimizer = optimizer
+    self.loss_fn = loss_fn
+    self.pipeline = pipeline
+    self.epochs = epochs
+    self.seed = seed
+    self.transforms = list(gradient_transforms)
+    self.shot_thresholds = shot_thresholds
+    self.checkpoint_every_epochs = max(1, checkpoint_every_epochs)
+    self.eval_every_epochs = eval_every_epochs
+    self.train_counts = np.bincount(
+        source.train_labels[indices], minlength=source.num_classes)
+    self.global_batch = pipeline.batch_size
+    self.steps_per_epoch = len(indices) // self.global_batch
+    with strategy.scope():
+      self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+      self.train_loss = tf_keras.metrics.Mean("loss")
+      self.train_accuracy = tf_keras.metrics.SparseCategoricalAccuracy("accuracy")
+    self.checkpoint = tf.train.Checkpoint(
+        model=keras_model, optimizer=optimizer, epoch=self.epoch)
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, os.path.join(model_dir, "checkpoints"),
+        max_to_keep=keep_checkpoints)
+    self._train_step = tf.function(self._distributed_train_step)
+    self._eval_step = tf.function(self._distributed_eval_step)
+
+  # -- steps -----------------------------------------------------------------
+
+  def _replica_train_step(self, images, labels):
+    variables = self.model.trainable_variables
+    scaling = isinstance(self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    with tf.GradientTape() as tape:
+      logits = self.model(images, training=True)
+      per_example = self.loss_fn(labels, logits)
+      loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
+      if self.model.losses:
+        loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
+      scaled_loss = self.optimizer.get_scaled_loss(loss) if scaling else loss
+    grads = tape.gradient(scaled_loss, variables)
+    if scaling:
+      grads = self.optimizer.get_unscaled_gradients(grads)
+    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+             for g, v in zip(grads, variables)]
+    grads = tf.distribute.get_replica_context().all_reduce(
+        tf.distribute.ReduceOp.SUM, grads)
+    for transform in self.transforms:
+      grads = transform(grads, variables)
+    self.optimizer.apply_gradients(
+        zip(grads, variables), skip_gradients_aggregation=True)
+    self.train_loss.update_state(per_example)
+    self.train_accuracy.update_state(labels, logits)
+
+  def _distributed_train_step(self, batch):
+    self.strategy.run(self._replica_train_step, args=batch)
+
+  def _replica_eval_step(self, images, labels):
+    logits = self.model(images, training=False)
+    return tf.argmax(logits, axis=-1, output_type=tf.int32), labels
+
+  def _distributed_eval_step(self, batch):
+    predictions, labels = self.strategy.run(self._replica_eval_step, args=batch)
+    return (self.strategy.gather(predictions, axis=0),
+            self.strategy.gather(labels, axis=0))
+
+  # -- loops -----------------------------------------------------------------
+
+  def train_epoch(self, epoch):
+    dataset = self.pipeline.train_dataset(self.source, self.indices, epoch, self.seed)
+    dist = self.strategy.experimental_distribute_dataset(dataset)
+    self.train_loss.reset_state()
+    self.train_accuracy.reset_state()
+    bar = tf_keras.utils.Progbar(
+        self.steps_per_epoch, stateful_metrics=["loss", "accuracy"], unit_name="step")
+    for step, batch in enumerate(dist):
+      self._train_step(batch)
+      bar.update(step + 1, values=[("loss", float(self.train_loss.result())),
+                                   ("accuracy", float(self.train_accuracy.result()))])
+
+  def predict_test(self):
+    """(labels, predictions) on the whole test split, padding removed."""
+    dist = self.strategy.experimental_distribute_dataset(
+        self.pipeline.eval_dataset(self.source))
+    all_predictions, all_labels = [], []
+    for batch in dist:
+      predictions, labels = self._eval_step(batch)
+      all_predictions.append(predictions.numpy())
+      all_labels.append(labels.numpy())
+    labels = np.concatenate(all_labels)
+    keep = labels != pipeline_lib.PAD_LABEL
+    return labels[keep], np.concatenate(all_predictions)[keep]
+
+  def evaluate(self):
+    labels, predictions = self.predict_test()
+    return evaluation.long_tail_metrics(
+        labels, predictions, self.train_counts, *self.shot_thresholds)
+
+  def run(self):
+    """Trains from the latest checkpoint to `epochs`, then evaluates and reports."""
+    latest = self.manager.latest_checkpoint
+    if latest:
+      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      logging.info("Resumed from %s at epoch %d", latest, int(self.epoch.numpy()))
+    train_writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "train"))
+    eval_writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "eval"))
+    start = time.time()
+    first = int(self.epoch.numpy())
+    for epoch in range(first, self.epochs):
+      print(f"Epoch {epoch + 1}/{self.epochs}", flush=True)
+      self.train_epoch(epoch)
+      self.epoch.assign(epoch + 1)
+      with train_writer.as_default(step=epoch + 1):
+        tf.summary.scalar("loss", self.train_loss.result())
+        tf.summary.scalar("accuracy", self.train_accuracy.result())
+        tf.summary.scalar("learning_rate", self.current_learning_rate())
+      if (epoch + 1) % self.checkpoint_every_epochs == 0 or epoch + 1 == self.epochs:
+        self.manager.save(checkpoint_number=epoch + 1)
+      if self.eval_every_epochs and (epoch + 1) % self.eval_every_epochs == 0:
+        self._write_eval_summaries(eval_writer, self.evaluate(), epoch + 1)
+    metrics = self.evaluate()
+    self._write_eval_summaries(eval_writer, metrics, self.epochs)
+    metrics.update(
+        epochs=self.epochs, seed=self.seed, data=self.source.name,
+        num_train_examples=int(len(self.indices)), global_batch_size=self.global_batch,
+        num_replicas=self.strategy.num_replicas_in_sync,
+        train_seconds_this_run=round(time.time() - start, 1),
+        final_train_loss=float(self.train_loss.result()) if first < self.epochs else None)
+    return metrics
+
+  def current_learning_rate(self):
+    lr = self.optimizer.learning_rate
+    if isinstance(lr, tf_keras.optimizers.schedules.LearningRateSchedule):
+      return lr(self.optimizer.iterations)
+    return lr
+
+  @staticmethod
+  def _write_eval_summaries(writer, metrics, step):
+    with writer.as_default(step=step):
+      for key in ("top1", "balanced_accuracy", "many_shot_accuracy",
+                  "medium_shot_accuracy", "few_shot_accuracy"):
+        if metrics.get(key) is not None:
+          tf.summary.scalar(key, metrics[key])
+
+
+@gin.configurable(denylist=["model_dir", "strategy"])
+def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQUIRED,
+                       pipeline=None, long_tail=None, loss=losses.cross_entropy,
+                       optimizer=tf_keras.optimizers.SGD,
+                       learning_rate=schedules.warmup_cosine, epochs=30, seed=0,
+                       gradient_transforms=(), weight_decay_exclude=(),
+                       mixed_precision=None, deterministic_ops=True,
+                       shot_thresholds=(100, 20), checkpoint_every_epochs=1,
+                       eval_every_epochs=5, keep_checkpoints=3, name=None):
+  """Trains `model` on `data` and writes the run's report to `model_dir`.
+
+  Args:
+    model_dir: where checkpoints, TensorBoard events, config and report go.
+    strategy: a tf.distribute strategy.
+    data: a callable returning a `recipes.data.source.Source`.
+    model: a callable returning a tf_keras model that outputs logits.
+    pipeline: an `InputPipeline`; None builds one from its Gin bindings.
+    long_tail: a `LongTail` drawn from the training pool, or None for all of it.
+    loss: called as `loss(class_counts=...)`; returns per-example losses.
+    optimizer: a tf_keras optimizer class, called with `learning_rate=`.
+    learning_rate: called as `learning_rate(total_steps=, steps_per_epoch=)`.
+    epochs, seed: length of the run, and the seed of every random choice.
+    gradient_transforms: callables `(grads, variables) -> grads` (e.g. AGC),
+      applied to unscaled, all-reduced gradients.
+    weight_decay_exclude: variable-name substrings the optimizer does not decay.
+    mixed_precision: None, "mixed_float16" (with loss scaling) or "mixed_bfloat16".
+    deterministic_ops: TF's op determinism (same command, same metrics).
+    shot_thresholds: (many_shot_above, few_shot_below) training counts.
+    checkpoint_every_epochs, eval_every_epochs, keep_checkpoints: bookkeeping.
+    name: the recipe's name, recorded in metrics.json.
+  """
+  if epochs < 1:
+    raise ConfigError(f"train_and_evaluate.epochs must be >= 1, got {epochs}")
+  tf_keras.backend.experimental.enable_tf_random_generator()
+  tf_keras.utils.set_random_seed(seed)
+  if deterministic_ops:
+    tf.config.experimental.enable_op_determinism()
+  if mixed_precision:
+    tf_keras.mixed_precision.set_global_policy(mixed_precision)
+
+  pipeline = pipeline or pipeline_lib.InputPipeline()
+  source = data()
+  indices = (long_tail.select(source.train_labels, source.num_classes)
+             if long_tail else np.arange(len(source.train_labels)))
+  replicas = strategy.num_replicas_in_sync
+  if pipeline.batch_size % replicas:
+    raise ConfigError(
+        f"InputPipeline.batch_size={pipeline.batch_size} does not split over {replicas} "
+        "replicas; use a multiple of the replica count")
+  if len(indices) < pipeline.batch_size:
+    raise ConfigError(
+        f"the training split has {len(indices)} examples, fewer than one global batch "
+        f"of {pipeline.batch_size}; lower InputPipeline.batch_size")
+  steps_per_epoch = len(indices) // pipeline.batch_size
+  counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
+
+  with strategy.scope():
+    keras_model = model()
+    check_model_fits(keras_model, source.num_classes,
+                     {pipeline.image_size, pipeline.eval_image_size})
+    opt = optimizer(learning_rate=learning_rate(
+        total_steps=epochs * steps_per_epoch, steps_per_epoch=steps_per_epoch))
+    if weight_decay_exclude:
+      opt.exclude_from_weight_decay(var_names=list(weight_decay_exclude))
+    if mixed_precision == "mixed_float16":
+      opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
+    loss_fn = loss(class_counts=counts)
+  transforms = list(gradient_transforms)
+  for transform in transforms:
+    if hasattr(transform, "build"):
+      transform.build(keras_model)
+
+  config_text = gin.config_str()
+  check_model_dir_writable(model_dir)
+  check_resume_config(model_dir, config_text)
+
+  # Validated: from here on the run writes into model_dir.
+  os.makedirs(model_dir, exist_ok=True)
+  report.write_text(os.path.join(model_dir, "config.gin"), config_text)
+  logging.info("%s: %d training examples (per class %s), %d test, %d steps/epoch",
+               source.name, len(indices), counts.tolist(), len(source.test_labels),
+               steps_per_epoch)
+  trainer = Trainer(model_dir, strategy, source, indices, keras_model, opt, loss_fn,
+                    pipeline, epochs, seed, transforms, shot_thresholds,
+                    checkpoint_every_epochs, eval_every_epochs, keep_checkpoints)
+  metrics = trainer.run()
+  metrics["recipe"] = name
+  report.write_json(os.path.join(model_dir, "metrics.json"), metrics)
+  report.plot_per_class_accuracy(
+      os.path.join(model_dir, "per_class_accuracy.png"), metrics,
+      title=f"{name or source.name}: per-class accuracy vs. training count")
+  report.write_text(os.path.join(model_dir, "operative_config.gin"),
+                    gin.operative_config_str())
+  return metrics

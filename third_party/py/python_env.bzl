@@ -1,0 +1,96 @@
+"""A Python environment built from the hash-locked lock file, as a Bazel toolchain.
+
+`python_env` is a repository rule: on first build it makes a virtual environment
+inside its own external repository with the `python3` on PATH, installs the lock file
+there with `pip install --require-hashes --no-deps` (PyPI is the only thing fetched),
+and registers that environment's interpreter as the Python toolchain. The rule reads
+the lock file, so editing the lock re-runs it; `:stamp.txt` holds the lock's digest and
+every target depends on it through `:pkgs`, so no cached test survives a dependency
+change. Rules_python would replace this file and `defs.bzl` alone.
+"""
+
+_BUILD = """\
+load("@bazel_tools//tools/python:toolchain.bzl", "py_runtime_pair")
+
+package(default_visibility = ["//visibility:public"])
+
+py_runtime(
+    name = "py3_runtime",
+    interpreter_path = "{interpreter}",
+    python_version = "PY3",
+    stub_shebang = "#!/usr/bin/env python3",
+)
+
+py_runtime_pair(
+    name = "runtime_pair",
+    py3_runtime = ":py3_runtime",
+)
+
+toolchain(
+    name = "toolchain",
+    toolchain = ":runtime_pair",
+    toolchain_type = "@bazel_tools//tools/python:toolchain_type",
+)
+
+# Every package of the lock file: the environment itself is the toolchain's, so this
+# only carries the lock's digest into every target that depends on a package.
+py_library(
+    name = "pkgs",
+    data = ["stamp.txt"],
+)
+"""
+
+def _run(rctx, args, what, timeout = 600, quiet = True):
+    result = rctx.execute(args, timeout = timeout, quiet = quiet)
+    if result.return_code != 0:
+        fail("python_env: {} failed (exit {}): {}\n{}".format(
+            what,
+            result.return_code,
+            " ".join([str(a) for a in args]),
+            result.stderr,
+        ))
+    return result
+
+def _python_env_impl(rctx):
+    python = rctx.which(rctx.attr.python)
+    if not python:
+        fail("python_env: no `{}` on PATH; install Python 3.11 with venv (Debian: apt-get install python3 python3-venv).".format(rctx.attr.python))
+    lock = rctx.path(rctx.attr.lock)
+    venv = rctx.path("venv")
+    _run(rctx, [python, "-m", "venv", "--clear", venv], "creating the virtual environment")
+    interpreter = rctx.path("venv/bin/python3")
+    rctx.report_progress("pip install --require-hashes -r {}".format(rctx.attr.lock.name))
+    _run(
+        rctx,
+        [
+            interpreter,
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--quiet",
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            lock,
+        ],
+        "installing the lock file",
+        timeout = rctx.attr.timeout,
+        quiet = False,
+    )
+    digest = _run(rctx, [interpreter, "-c", _DIGEST, lock], "hashing the lock file").stdout.strip()
+    rctx.file("stamp.txt", digest + "\n")
+    rctx.file("BUILD.bazel", _BUILD.format(interpreter = interpreter))
+
+_DIGEST = "import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], 'rb').read()).hexdigest())"
+
+python_env = repository_rule(
+    implementation = _python_env_impl,
+    attrs = {
+        "lock": attr.label(mandatory = True, allow_single_file = True),
+        "python": attr.string(default = "python3"),
+        "timeout": attr.int(default = 3600),
+    },
+    environ = ["PATH", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE"],
+)

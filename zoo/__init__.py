@@ -1,0 +1,1 @@
+"""Model zoo: image classifiers built in the tf_keras functional style."""
