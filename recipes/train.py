@@ -58,9 +58,19 @@ def parse_config(gin_files, gin_bindings):
   try:
     gin.parse_config_files_and_bindings(files, gin_bindings, skip_unknown=False)
   except (ValueError, KeyError, IOError, SyntaxError) as e:
-    message = " ".join(str(e).split())
-    raise ConfigError(f"bad Gin config: {message}; check the name against the recipe's "
-                      "Gin files (configurables are listed in their docstrings)") from None
+    raise gin_error(e) from None
+
+
+def gin_error(e):
+  """A one-line ConfigError for Gin's exception `e`, with the fix."""
+  lines = [line for line in str(e).splitlines()
+           if not line.strip().startswith("In call to configurable")]
+  message = " ".join(" ".join(lines).split())
+  if "REQUIRED" in message or "Required bindings" in message:
+    fix = "set it with --gin_bindings, e.g. --gin_bindings=\"DATA_DIR = '/data/tfds'\""
+  else:
+    fix = "check the name against the recipe's Gin files and the configurable's docstring"
+  return ConfigError(f"bad Gin config: {message}; {fix}")
 
 
 def default_model_dir(gin_files):
@@ -77,9 +87,15 @@ def main(argv):
     parse_config(FLAGS.gin_file, FLAGS.gin_bindings)
     model_dir = os.path.join(_USER_DIR, FLAGS.model_dir or default_model_dir(FLAGS.gin_file))
     strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu)
-    metrics = trainer.train_and_evaluate(model_dir, strategy)
+    try:
+      metrics = trainer.train_and_evaluate(model_dir, strategy)
+    except (ValueError, RuntimeError) as e:
+      if isinstance(e, ConfigError) or "Required bindings" not in str(e):
+        raise
+      raise gin_error(e) from None
   except ConfigError as e:
-    print(f"error: {e}", file=sys.stderr)
+    # Gin appends "In call to configurable ..." lines; the first line says it all.
+    print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
     sys.exit(2)
   summary = ", ".join(
       f"{k} {metrics[k]:.4f}" for k in ("top1", "balanced_accuracy", "many_shot_accuracy",

@@ -6,8 +6,8 @@ In training each example's residual branch is kept with probability 1 - rate:
 
 and divided by 1 - rate only when `scale_by_keep` (NFNets do not rescale; DeepMind's
 nfnets/base.py StochDepth). Identity at inference. The random stream is Keras's
-layer generator, so with `tf_keras.backend.experimental.enable_tf_random_generator()`
-its state lives in the checkpoint and a resumed run draws the same masks.
+layer generator, as for `Dropout`; Keras keeps it out of checkpoints, so a trainer
+that wants exact resumption saves it itself (recipes/trainer.py does).
 """
 
 import tensorflow as tf

@@ -1,0 +1,159 @@
+"""The trainer: distribution, exact resumption, what a run leaves, and bad input."""
+
+import functools
+import json
+import os
+from unittest import mock
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from recipes import losses
+from recipes import trainer
+from recipes.data import digits
+from recipes.data import long_tail
+from recipes.data import pipeline
+from recipes.errors import ConfigError
+from tricks import agc
+from zoo import nfnet
+
+
+def setUpModule():
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+
+def run(model_dir, strategy=None, epochs=2, regularise=False, **overrides):
+  """A tiny long-tailed digits run: NFNet-nano at 16px, logit-adjusted loss, AGC."""
+  tf_keras.backend.clear_session()
+  rates = {} if regularise else {"dropout": 0.0, "stochdepth_rate": 0.0}
+  kwargs = dict(
+      data=digits.digits,
+      model=functools.partial(nfnet.nfnet, "nano", num_classes=10,
+                              input_shape=(16, 16, 3), **rates),
+      pipeline=pipeline.InputPipeline(batch_size=32, image_size=16, random_crop_padding=1),
+      long_tail=long_tail.LongTail(rho=100),
+      loss=losses.logit_adjusted,
+      optimizer=functools.partial(tf_keras.optimizers.SGD, momentum=0.9),
+      learning_rate=lambda total_steps, steps_per_epoch: 0.05,
+      gradient_transforms=[agc.AdaptiveGradClip(clipping=0.04)],
+      epochs=epochs, seed=1, eval_every_epochs=1, shot_thresholds=(20, 5))
+  kwargs.update(overrides)
+  return trainer.train_and_evaluate(
+      model_dir, strategy or tf.distribute.OneDeviceStrategy("/cpu:0"), **kwargs)
+
+
+def checkpoint_weights(model_dir):
+  reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints"))
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name.startswith("model/") and "OPTIMIZER_SLOT" not in name}
+
+
+class TrainerTest(tf.test.TestCase):
+
+  def test_mirrored_on_two_devices_matches_one_device(self):
+    tmp = self.get_temp_dir()
+    run(os.path.join(tmp, "one"), epochs=1)
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    self.assertEqual(mirrored.num_replicas_in_sync, 2)
+    metrics = run(os.path.join(tmp, "two"), strategy=mirrored, epochs=1)
+    self.assertEqual(metrics["num_replicas"], 2)
+    one = checkpoint_weights(os.path.join(tmp, "one"))
+    two = checkpoint_weights(os.path.join(tmp, "two"))
+    self.assertGreater(len(one), 50)
+    self.assertEqual(sorted(one), sorted(two))
+    moved = 0
+    for name in one:
+      self.assertAllClose(one[name], two[name], rtol=1e-4, atol=1e-5, msg=name)
+      moved += "skip_gain" in name and abs(float(one[name])) > 0
+    self.assertGreater(moved, 0)  # training really changed the weights
+
+  def test_resumed_run_finishes_like_an_uninterrupted_one(self):
+    tmp = self.get_temp_dir()
+    straight = run(os.path.join(tmp, "straight"), epochs=3, regularise=True)
+
+    resumed_dir = os.path.join(tmp, "resumed")
+    original = trainer.Trainer.train_epoch
+
+    def preempted(self, epoch):
+      if epoch == 2:
+        raise KeyboardInterrupt("preempted")
+      return original(self, epoch)
+
+    with mock.patch.object(trainer.Trainer, "train_epoch", preempted):
+      with self.assertRaises(KeyboardInterrupt):
+        run(resumed_dir, epochs=3, regularise=True)
+    self.assertFalse(os.path.exists(os.path.join(resumed_dir, "metrics.json")))
+    with mock.patch.object(trainer.Trainer, "train_epoch", autospec=True,
+                           side_effect=original) as spy:
+      resumed = run(resumed_dir, epochs=3, regularise=True)
+    self.assertEqual([call.args[1] for call in spy.call_args_list], [2])  # epoch 3 only
+
+    for key in ("top1", "balanced_accuracy", "per_class_accuracy", "final_train_loss"):
+      self.assertEqual(resumed[key], straight[key], msg=key)
+    a = checkpoint_weights(os.path.join(tmp, "straight"))
+    b = checkpoint_weights(resumed_dir)
+    for name in a:
+      self.assertAllEqual(a[name], b[name], msg=name)
+
+  def test_run_leaves_its_report(self):
+    model_dir = os.path.join(self.get_temp_dir(), "run")
+    metrics = run(model_dir, epochs=1, name="tiny")
+    files = set(os.listdir(model_dir))
+    self.assertContainsSubset(
+        {"checkpoints", "train", "eval", "config.gin", "metrics.json",
+         "operative_config.gin", "per_class_accuracy.png"}, files)
+    self.assertNotEmpty(tf.io.gfile.glob(os.path.join(model_dir, "train", "events.*")))
+    with open(os.path.join(model_dir, "metrics.json")) as f:
+      saved = json.load(f)
+    self.assertEqual(saved["recipe"], "tiny")
+    self.assertEqual(saved["seed"], 1)
+    self.assertEqual(saved["train_class_counts"], [108, 64, 38, 23, 13, 8, 5, 3, 1, 1])
+    self.assertEqual(saved["num_test_examples"], 700)
+    for key in ("top1", "balanced_accuracy", "many_shot_accuracy", "medium_shot_accuracy",
+                "few_shot_accuracy"):
+      self.assertBetween(saved[key], 0.0, 1.0)
+    self.assertEqual(metrics["top1"], saved["top1"])
+
+  def assert_rejected_before_writing(self, model_dir, pattern, **overrides):
+    with self.assertRaisesRegex(ConfigError, pattern):
+      run(model_dir, epochs=1, **overrides)
+    self.assertFalse(os.path.exists(model_dir))
+
+  def test_model_that_does_not_fit_the_data(self):
+    tmp = self.get_temp_dir()
+    self.assert_rejected_before_writing(
+        os.path.join(tmp, "classes"), "data set has 10 classes but the model outputs 7",
+        model=functools.partial(nfnet.nfnet, "nano", num_classes=7, input_shape=(16, 16, 3)))
+    self.assert_rejected_before_writing(
+        os.path.join(tmp, "size"), "model takes 32x32 images but the pipeline feeds 16x16",
+        model=functools.partial(nfnet.nfnet, "nano", num_classes=10,
+                                input_shape=(32, 32, 3)))
+
+  def test_unwritable_model_dir(self):
+    blocker = os.path.join(self.get_temp_dir(), "a_file")
+    with open(blocker, "w") as f:
+      f.write("not a directory")
+    self.assert_rejected_before_writing(
+        os.path.join(blocker, "run"), "cannot be created: .*a_file' is a file")
+
+  def test_batch_larger_than_the_data(self):
+    self.assert_rejected_before_writing(
+        os.path.join(self.get_temp_dir(), "batch"), "fewer than one global batch of 512",
+        pipeline=pipeline.InputPipeline(batch_size=512, image_size=16))
+
+  def test_resume_under_another_config_is_refused(self):
+    model_dir = os.path.join(self.get_temp_dir(), "run")
+    os.makedirs(model_dir)
+    with open(os.path.join(model_dir, "config.gin"), "w") as f:
+      f.write("LongTail.rho = 10\n")
+    with self.assertRaisesRegex(ConfigError, "holds a run with another configuration"):
+      run(model_dir, epochs=1)
+    self.assertEqual(os.listdir(model_dir), ["config.gin"])
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,61 @@
+"""Scaled weight standardisation against eq. (2) of Brock, De, Smith 2021."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from tricks import ws_conv
+
+
+def numpy_ws(kernel, gain, eps=1e-4):
+  fan_in = np.prod(kernel.shape[:-1])
+  mean = kernel.mean(axis=(0, 1, 2), keepdims=True)
+  var = kernel.var(axis=(0, 1, 2), keepdims=True)
+  return gain * (kernel - mean) / np.sqrt(np.maximum(fan_in * var, eps))
+
+
+class WsConvTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_standardized_kernel_matches_formula(self):
+    rng = np.random.default_rng(0)
+    kernel = rng.normal(2.0, 3.0, size=(3, 3, 4, 5)).astype(np.float32)
+    gain = rng.uniform(0.5, 2.0, size=(5,)).astype(np.float32)
+    got = ws_conv.standardize_kernel(tf.constant(kernel), tf.constant(gain))
+    self.assertAllClose(got, numpy_ws(kernel, gain), rtol=1e-5, atol=1e-6)
+    # Each output unit: zero mean, variance gain^2 / fan_in.
+    self.assertAllClose(got.numpy().mean(axis=(0, 1, 2)), np.zeros(5), atol=1e-6)
+    self.assertAllClose(got.numpy().var(axis=(0, 1, 2)), gain ** 2 / 36, rtol=1e-4)
+
+  @parameterized.parameters(
+      dict(groups=1, strides=1, dtype="float32"),
+      dict(groups=2, strides=2, dtype="float32"),
+      dict(groups=4, strides=1, dtype="mixed_bfloat16"),
+  )
+  def test_layer_convolves_with_the_standardised_kernel(self, groups, strides, dtype):
+    layer = ws_conv.WSConv2D(8, 3, strides=strides, groups=groups, padding="same",
+                             dtype=dtype)
+    x = tf.random.stateless_normal([2, 9, 9, 4], seed=[1, 2])
+    y = tf.function(layer)(x)
+    kernel = numpy_ws(layer.kernel.numpy(), layer.gain.numpy())
+    want = tf.nn.conv2d(x[..., :4 // groups], kernel[..., :8 // groups],
+                        strides=strides, padding="SAME") + layer.bias.numpy()[:8 // groups]
+    tol = 5e-2 if dtype == "mixed_bfloat16" else 1e-4
+    self.assertAllClose(tf.cast(y[..., :8 // groups], tf.float32), want, rtol=tol, atol=tol)
+    self.assertEqual(len(layer.trainable_weights), 3)  # kernel, bias, gain
+
+  def test_unit_variance_signal_at_init(self):
+    layer = ws_conv.WSConv2D(64, 3, padding="same")
+    x = tf.random.stateless_normal([8, 16, 16, 32], seed=[3, 4])
+    y = layer(x)
+    self.assertAllClose(float(tf.math.reduce_variance(y)), 1.0, rtol=0.1)
+
+  def test_config_round_trip(self):
+    layer = ws_conv.WSConv2D(4, 1, eps=1e-3, name="c")
+    clone = ws_conv.WSConv2D.from_config(layer.get_config())
+    self.assertEqual(clone.eps, 1e-3)
+    self.assertTrue(clone.use_bias)
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,99 @@
+"""NFNet: published parameter counts, the block's signal-propagation design, training."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from zoo import nfnet
+
+# Parameter counts at 1000 classes. Sources: Brock et al. 2021 (arXiv:2102.06171),
+# table 1 / appendix, and DeepMind's nfnets README (F0 71.5M ... F6 438.4M).
+PUBLISHED_PARAMS = {
+    "F0": 71.5e6,
+    "F1": 132.6e6,
+    "F2": 193.8e6,
+    "F3": 254.9e6,
+    "F4": 316.1e6,
+    "F5": 377.2e6,
+    "F6": 438.4e6,
+}
+
+
+class NfnetTest(tf.test.TestCase, parameterized.TestCase):
+
+  def tearDown(self):
+    tf_keras.backend.clear_session()
+    super().tearDown()
+
+  @parameterized.parameters(sorted(PUBLISHED_PARAMS))
+  def test_parameter_count_matches_paper(self, variant):
+    model = nfnet.nfnet(variant, num_classes=1000, input_shape=(None, None, 3))
+    count = model.count_params()
+    self.assertLess(abs(count - PUBLISHED_PARAMS[variant]) / PUBLISHED_PARAMS[variant],
+                    0.005, msg=f"{variant}: {count}")
+
+  def test_f0_layer_shapes(self):
+    model = nfnet.nfnet("F0", num_classes=1000, input_shape=(None, None, 3))
+    # Stem 16-32-64-128, then stage widths 256/512/1536/1536 and a 3072 final conv.
+    self.assertEqual(model.get_layer("stem_conv3").kernel.shape, (3, 3, 64, 128))
+    # Block 0 bottleneck: width 128 = one group of 128; grouped conv kernels are
+    # (3, 3, group_size, width).
+    self.assertEqual(model.get_layer("nf_block_0/conv1").kernel.shape, (3, 3, 128, 128))
+    # Stage 3 blocks: width 768 in 6 groups of 128.
+    self.assertEqual(model.get_layer("nf_block_3/conv1").kernel.shape, (3, 3, 128, 768))
+    self.assertEqual(model.get_layer("nf_block_3/conv1").groups, 6)
+    self.assertEqual(model.get_layer("final_conv").kernel.shape, (1, 1, 1536, 3072))
+    self.assertEqual(model.get_layer("nf_block_1/squeeze_excite/fc0").kernel.shape,
+                     (512, 256))
+    self.assertEqual(nfnet.VARIANTS["F0"].randaugment, (4, 5))
+
+  def test_signal_propagation_constants(self):
+    """beta = 1/expected_std, growing by alpha^2 per block, reset at transitions."""
+    model = nfnet.nfnet("F0", num_classes=10, input_shape=(None, None, 3))
+    betas = [model.get_layer(f"nf_block_{i}/beta").scale for i in range(12)]
+    # Written out by hand for F0 (depths 1, 2, 6, 3; alpha^2 = 0.04): the input
+    # variance grows by 0.04 per block; a stage's first block (whose shortcut is a conv
+    # of the normalised input) leaves variance 1 + 0.04 behind it.
+    variances = [1.0, 1.04, 1.04, 1.08, 1.04, 1.08, 1.12, 1.16, 1.20, 1.24, 1.04, 1.08]
+    self.assertAllClose(betas, 1 / np.sqrt(variances))
+    # Stochastic depth grows linearly with the block index: 0.1 * i / 12.
+    self.assertAllClose(model.get_layer("nf_block_6/stoch_depth").rate, 0.1 * 6 / 12)
+
+  def test_blocks_start_as_identity_on_the_shortcut(self):
+    """SkipInit: with skip gains at 0 every block returns its shortcut at init."""
+    model = nfnet.nfnet("nano", num_classes=10, input_shape=(32, 32, 3))
+    probe = tf_keras.Model(model.input, [model.get_layer("nf_block_1/residual").output,
+                                         model.get_layer("nf_block_1/conv_shortcut").output])
+    out, shortcut = probe(tf.random.stateless_normal([2, 32, 32, 3], seed=[0, 1]))
+    self.assertAllClose(out, shortcut)
+
+  def test_nano_output_and_training_step(self):
+    model = nfnet.nfnet("nano", num_classes=7, input_shape=(32, 32, 3))
+    x = tf.random.stateless_normal([4, 32, 32, 3], seed=[1, 2])
+    y = tf.constant([0, 1, 2, 3])
+    self.assertEqual(model(x).shape, (4, 7))
+    optimizer = tf_keras.optimizers.SGD(0.1)
+    loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    losses = []
+    for _ in range(5):
+      with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+      grads = tape.gradient(loss, model.trainable_variables)
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      losses.append(float(loss))
+    self.assertLess(losses[-1], losses[0])
+    self.assertTrue(all(g is not None for g in grads))
+
+  def test_open_input_shape_takes_train_and_test_resolutions(self):
+    model = nfnet.nfnet("nano", num_classes=3, input_shape=(None, None, 3))
+    for size in (32, 48):
+      self.assertEqual(model(tf.zeros([1, size, size, 3])).shape, (1, 3))
+
+  def test_unknown_variant(self):
+    with self.assertRaisesRegex(ValueError, "unknown NFNet variant 'F9'"):
+      nfnet.nfnet("F9")
+
+
+if __name__ == "__main__":
+  tf.test.main()
