@@ -18,7 +18,6 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 import gin  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -82,7 +81,8 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}; pass settings as "
                          "--gin_bindings='name = value'")
-  tf.get_logger().setLevel("WARNING")
+  if not FLAGS["verbosity"].present:  # TF logs every checkpoint write at INFO
+    logging.set_verbosity(logging.WARNING)
   try:
     parse_config(FLAGS.gin_file, FLAGS.gin_bindings)
     model_dir = os.path.join(_USER_DIR, FLAGS.model_dir or default_model_dir(FLAGS.gin_file))
@@ -103,7 +103,6 @@ def main(argv):
       if metrics.get(k) is not None)
   print(f"\n{summary}\nReport in {model_dir}: metrics.json, per_class_accuracy.png, "
         "operative_config.gin, TensorBoard events, checkpoints/")
-  logging.info("done")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import gin
 import numpy as np
 import tensorflow as tf
 import tf_keras
-from absl import logging
 
 from recipes import evaluation
 from recipes import losses
@@ -201,7 +200,8 @@ class Trainer:
     latest = self.manager.latest_checkpoint
     if latest:
       self.checkpoint.restore(latest).assert_existing_objects_matched()
-      logging.info("Resumed from %s at epoch %d", latest, int(self.epoch.numpy()))
+      print(f"Resumed from {latest} at epoch {int(self.epoch.numpy())} of {self.epochs}",
+            flush=True)
     train_writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "train"))
     eval_writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "eval"))
     start = time.time()
@@ -322,9 +322,9 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
   # Validated: from here on the run writes into model_dir.
   os.makedirs(model_dir, exist_ok=True)
   report.write_text(os.path.join(model_dir, "config.gin"), config_text)
-  logging.info("%s: %d training examples (per class %s), %d test, %d steps/epoch",
-               source.name, len(indices), counts.tolist(), len(source.test_labels),
-               steps_per_epoch)
+  print(f"{source.name}: {len(indices)} training examples (per class {counts.tolist()}), "
+        f"{len(source.test_labels)} test; {steps_per_epoch} steps of {pipeline.batch_size} "
+        f"an epoch on {replicas} replica(s); writing to {model_dir}", flush=True)
   trainer = Trainer(model_dir, strategy, source, indices, keras_model, opt, loss_fn,
                     pipeline, epochs, seed, transforms, shot_thresholds,
                     checkpoint_every_epochs, eval_every_epochs, keep_checkpoints)

@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from recipes.data import long_tail
 from recipes.data import tfds_source
 from recipes.errors import ConfigError
 
@@ -54,6 +55,12 @@ class TfdsSourceTest(tf.test.TestCase):
     for image, label in examples:
       self.assertEqual(image.dtype, tf.uint8)
       self.assertAllEqual(image, np.full([10, 10, 3], 40 * int(label)))
+
+  def test_long_tail_profile_applies(self):
+    source = tfds_source.tfds_source(name="tiny_shapes", data_dir=self.data_dir)
+    indices = long_tail.LongTail(rho=4).select(source.train_labels, source.num_classes)
+    labels = [int(label) for _, label in source.make_dataset("train", indices)]
+    self.assertEqual(np.bincount(labels).tolist(), long_tail.profile(4, 3, 4))  # 4, 2, 1
 
   def test_errors(self):
     with self.assertRaisesRegex(ConfigError, "not prepared in data_dir"):

@@ -1,0 +1,63 @@
+"""Every recipe's Gin files parse strictly and build what they say they build."""
+
+import glob
+import os
+
+from absl.testing import parameterized
+import gin
+import tensorflow as tf
+
+from recipes import configurables  # pylint: disable=unused-import
+from recipes import trainer  # pylint: disable=unused-import
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RECIPES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "recipes", "*.gin")))
+
+
+def parse(name, bindings=()):
+  gin.add_config_file_search_path(ROOT)
+  gin.parse_config_files_and_bindings([os.path.join(ROOT, "recipes", name)], bindings,
+                                      skip_unknown=False)
+
+
+class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
+
+  def tearDown(self):
+    gin.clear_config()
+    super().tearDown()
+
+  def test_recipes_found(self):
+    self.assertContainsSubset(
+        ["nfnet_long_tail.gin", "nfnet_long_tail_full.gin", "nfnet_long_tail_tiny.gin",
+         "nfnet_long_tail_cifar100.gin"], RECIPES)
+
+  @parameterized.parameters(RECIPES)
+  def test_recipe_parses_strictly(self, name):
+    parse(name, ["DATA_DIR = '/data/tfds'"])
+    self.assertIn("train_and_evaluate.model = @nfnet", gin.config_str())
+
+  def test_flagship_defaults(self):
+    parse("nfnet_long_tail.gin")
+    query = gin.query_parameter
+    self.assertEqual(query("nfnet.variant"), "nano")
+    self.assertEqual(query("train_and_evaluate.loss").selector, "logit_adjusted")
+    self.assertEqual(query("train_and_evaluate.long_tail").selector, "LongTail")
+    self.assertEqual(query("%RHO"), 100)
+
+  def test_full_scale_is_published_f0(self):
+    parse("nfnet_long_tail_full.gin", ["DATA_DIR = '/data/tfds'"])
+    model = gin.get_configurable("nfnet")()
+    self.assertEqual(model.count_params(), 71_489_284)  # F0 at 1000 classes: 71.5M
+    self.assertEqual(gin.query_parameter("%IMAGE_SIZE"), 192)
+    self.assertEqual(gin.query_parameter("%EVAL_IMAGE_SIZE"), 256)
+
+  def test_unknown_names_are_errors(self):
+    with self.assertRaisesRegex(ValueError, "No configurable matching 'Nope'"):
+      parse("nfnet_long_tail.gin", ["Nope.x = 1"])
+    gin.clear_config()
+    with self.assertRaisesRegex(ValueError, "doesn't have a parameter named 'rhoo'"):
+      parse("nfnet_long_tail.gin", ["LongTail.rhoo = 1"])
+
+
+if __name__ == "__main__":
+  tf.test.main()
