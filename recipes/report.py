@@ -41,6 +41,11 @@ def plot_per_class_accuracy(path, metrics, title=""):
   xs = [c for c, a in zip(counts, accs) if a is not None]
   ys = [a for a in accs if a is not None]
   ax.scatter(xs, ys, s=28, color="tab:blue", zorder=3)
+  names = metrics.get("class_names") or []
+  if len(names) <= 30:  # label the points while the plot can hold the names
+    for name, x, y in zip((n for n, a in zip(names, accs) if a is not None), xs, ys):
+      ax.annotate(str(name), (x, y), textcoords="offset points", xytext=(4, -10),
+                  fontsize=7, color="tab:blue")
   ax.set_xscale("log")
   ax.set_ylim(-0.03, 1.03)
   ax.set_xlabel("training images in the class")
@@ -48,7 +53,7 @@ def plot_per_class_accuracy(path, metrics, title=""):
   for x, label in ((thresholds["few_shot_below"], "few | medium"),
                    (thresholds["many_shot_above"], "medium | many")):
     ax.axvline(x, color="gray", linestyle="--", linewidth=1)
-    ax.text(x, 1.0, f" {label}", color="gray", fontsize=8, va="top")
+    ax.text(x, 0.0, f" {label}", color="gray", fontsize=8, va="bottom")
   ax.axhline(metrics["balanced_accuracy"], color="tab:orange", linewidth=1,
              label=f"balanced accuracy {metrics['balanced_accuracy']:.3f}")
   ax.legend(loc="lower right", fontsize=8)

@@ -93,7 +93,8 @@ class Trainer:
 
   def __init__(self, model_dir, strategy, source, indices, keras_model, optimizer,
                loss_fn, pipeline, epochs, seed, gradient_transforms, shot_thresholds,
-               checkpoint_every_epochs, eval_every_epochs, keep_checkpoints):
+               checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
+               jit_compile=False):
     self.model_dir = model_dir
     self.strategy = strategy
     self.source = source
@@ -122,12 +123,16 @@ class Trainer:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, os.path.join(model_dir, "checkpoints"),
         max_to_keep=keep_checkpoints)
+    self._compiled_forward_backward = (
+        tf.function(self._forward_backward, jit_compile=True) if jit_compile
+        else self._forward_backward)
     self._train_step = tf.function(self._distributed_train_step)
     self._eval_step = tf.function(self._distributed_eval_step)
 
   # -- steps -----------------------------------------------------------------
 
-  def _replica_train_step(self, images, labels):
+  def _forward_backward(self, images, labels):
+    """(unscaled per-replica gradients, per-example losses, logits); XLA-compilable."""
     variables = self.model.trainable_variables
     scaling = isinstance(self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
     with tf.GradientTape() as tape:
@@ -142,8 +147,13 @@ class Trainer:
       grads = self.optimizer.get_unscaled_gradients(grads)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
              for g, v in zip(grads, variables)]
+    return grads, per_example, logits
+
+  def _replica_train_step(self, images, labels):
+    grads, per_example, logits = self._compiled_forward_backward(images, labels)
     grads = tf.distribute.get_replica_context().all_reduce(
         tf.distribute.ReduceOp.SUM, grads)
+    variables = self.model.trainable_variables
     for transform in self.transforms:
       grads = transform(grads, variables)
     self.optimizer.apply_gradients(
@@ -222,6 +232,7 @@ class Trainer:
     self._write_eval_summaries(eval_writer, metrics, self.epochs)
     metrics.update(
         epochs=self.epochs, seed=self.seed, data=self.source.name,
+        class_names=[str(name) for name in self.source.class_names],
         num_train_examples=int(len(self.indices)), global_batch_size=self.global_batch,
         num_replicas=self.strategy.num_replicas_in_sync,
         train_seconds_this_run=round(time.time() - start, 1),
@@ -249,7 +260,7 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
                        optimizer=tf_keras.optimizers.SGD,
                        learning_rate=schedules.warmup_cosine, epochs=30, seed=0,
                        gradient_transforms=(), weight_decay_exclude=(),
-                       mixed_precision=None, deterministic_ops=True,
+                       mixed_precision=None, jit_compile=False, deterministic_ops=True,
                        shot_thresholds=(100, 20), checkpoint_every_epochs=1,
                        eval_every_epochs=5, keep_checkpoints=3, name=None):
   """Trains `model` on `data` and writes the run's report to `model_dir`.
@@ -268,7 +279,9 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
     gradient_transforms: callables `(grads, variables) -> grads` (e.g. AGC),
       applied to unscaled, all-reduced gradients.
     weight_decay_exclude: variable-name substrings the optimizer does not decay.
-    mixed_precision: None, "mixed_float16" (with loss scaling) or "mixed_bfloat16".
+    mixed_precision: None, "mixed_float16" (with dynamic loss scaling) or
+      "mixed_bfloat16": the Keras policy for every layer built after it is set.
+    jit_compile: XLA-compile each replica's forward and backward pass.
     deterministic_ops: TF's op determinism (same command, same metrics).
     shot_thresholds: (many_shot_above, few_shot_below) training counts.
     checkpoint_every_epochs, eval_every_epochs, keep_checkpoints: bookkeeping.
@@ -280,8 +293,10 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
   tf_keras.utils.set_random_seed(seed)
   if deterministic_ops:
     tf.config.experimental.enable_op_determinism()
-  if mixed_precision:
-    tf_keras.mixed_precision.set_global_policy(mixed_precision)
+  if mixed_precision not in (None, "mixed_float16", "mixed_bfloat16"):
+    raise ConfigError(f"train_and_evaluate.mixed_precision={mixed_precision!r}; use None, "
+                      "'mixed_float16' or 'mixed_bfloat16'")
+  tf_keras.mixed_precision.set_global_policy(mixed_precision or "float32")
 
   pipeline = pipeline or pipeline_lib.InputPipeline()
   source = data()
@@ -327,7 +342,8 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
         f"an epoch on {replicas} replica(s); writing to {model_dir}", flush=True)
   trainer = Trainer(model_dir, strategy, source, indices, keras_model, opt, loss_fn,
                     pipeline, epochs, seed, transforms, shot_thresholds,
-                    checkpoint_every_epochs, eval_every_epochs, keep_checkpoints)
+                    checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
+                    jit_compile=jit_compile)
   metrics = trainer.run()
   metrics["recipe"] = name
   report.write_json(os.path.join(model_dir, "metrics.json"), metrics)

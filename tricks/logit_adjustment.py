@@ -3,7 +3,8 @@
     loss(y, f(x)) = -log softmax(f(x) + tau * log(pi))_y,
 
 pi the class priors of the training split. At test time the plain logits f(x) are
-used: the adjustment lives in the loss only. tau = 0 is cross-entropy.
+used: the adjustment lives in the loss only. tau = 0 is cross-entropy. With label
+smoothing eps (Szegedy et al. 2016) the target is (1 - eps) * onehot(y) + eps / K.
 """
 
 import numpy as np
@@ -25,17 +26,24 @@ def log_priors(class_counts):
 class LogitAdjustedLoss(tf_keras.losses.Loss):
   """Per-example softmax cross-entropy of `logits + tau * log(prior)`."""
 
-  def __init__(self, class_counts, tau=1.0, reduction="none",
+  def __init__(self, class_counts, tau=1.0, label_smoothing=0.0, reduction="none",
                name="logit_adjusted_loss"):
     super().__init__(reduction=reduction, name=name)
     self.class_counts = [float(c) for c in class_counts]
     self.tau = tau
+    self.label_smoothing = label_smoothing
     self._log_priors = tf.constant(log_priors(self.class_counts))
 
   def call(self, y_true, y_pred):
     labels = tf.cast(tf.reshape(y_true, [-1]), tf.int32)
     logits = tf.cast(y_pred, tf.float32) + self.tau * self._log_priors
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    if not self.label_smoothing:
+      return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    num_classes = len(self.class_counts)
+    targets = (tf.one_hot(labels, num_classes) * (1.0 - self.label_smoothing)
+               + self.label_smoothing / num_classes)
+    return tf.nn.softmax_cross_entropy_with_logits(labels=targets, logits=logits)
 
   def get_config(self):
-    return dict(super().get_config(), class_counts=self.class_counts, tau=self.tau)
+    return dict(super().get_config(), class_counts=self.class_counts, tau=self.tau,
+                label_smoothing=self.label_smoothing)

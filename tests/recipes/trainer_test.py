@@ -118,6 +118,24 @@ class TrainerTest(tf.test.TestCase):
       self.assertBetween(saved[key], 0.0, 1.0)
     self.assertEqual(metrics["top1"], saved["top1"])
 
+  def test_xla_and_mixed_precision(self):
+    tmp = self.get_temp_dir()
+    run(os.path.join(tmp, "plain"), epochs=1)
+    run(os.path.join(tmp, "xla"), epochs=1, jit_compile=True)
+    plain = checkpoint_weights(os.path.join(tmp, "plain"))
+    xla = checkpoint_weights(os.path.join(tmp, "xla"))
+    for name in plain:
+      self.assertAllClose(plain[name], xla[name], rtol=2e-3, atol=2e-4, msg=name)
+    for policy in ("mixed_bfloat16", "mixed_float16"):
+      metrics = run(os.path.join(tmp, policy), epochs=1, mixed_precision=policy,
+                    regularise=True)
+      self.assertTrue(np.isfinite(metrics["final_train_loss"]), msg=policy)
+      weights = checkpoint_weights(os.path.join(tmp, policy))
+      self.assertTrue(all(w.dtype == np.float32 for w in weights.values()), msg=policy)
+      moved = [n for n, w in weights.items() if "skip_gain" in n and abs(float(w)) > 0]
+      self.assertNotEmpty(moved, msg=policy)  # the loss-scaled steps were applied
+    tf_keras.mixed_precision.set_global_policy("float32")
+
   def assert_rejected_before_writing(self, model_dir, pattern, **overrides):
     with self.assertRaisesRegex(ConfigError, pattern):
       run(model_dir, epochs=1, **overrides)
