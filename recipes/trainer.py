@@ -28,6 +28,7 @@ from recipes import schedules
 from recipes.data import long_tail as long_tail_lib
 from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
+from tricks import weight_ema
 
 
 def check_model_dir_writable(model_dir):
@@ -201,7 +202,9 @@ class Trainer:
     return labels[keep], np.concatenate(all_predictions)[keep]
 
   def evaluate(self):
-    labels, predictions = self.predict_test()
+    """Test metrics, with the optimizer's weight averages if it keeps them."""
+    with weight_ema.averaged_weights(self.optimizer, self.model.trainable_variables):
+      labels, predictions = self.predict_test()
     return evaluation.long_tail_metrics(
         labels, predictions, self.train_counts, *self.shot_thresholds)
 

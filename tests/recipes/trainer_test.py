@@ -136,6 +136,34 @@ class TrainerTest(tf.test.TestCase):
       self.assertNotEmpty(moved, msg=policy)  # the loss-scaled steps were applied
     tf_keras.mixed_precision.set_global_policy("float32")
 
+  def test_evaluation_uses_the_weight_average(self):
+    model_dir = os.path.join(self.get_temp_dir(), "ema")
+    original = trainer.Trainer.predict_test
+    seen = {}
+
+    def spy(self):
+      seen["evaluated"] = self.model.get_layer("logits").kernel.numpy()
+      seen["trainer"] = self
+      return original(self)
+
+    with mock.patch.object(trainer.Trainer, "predict_test", spy):
+      run(model_dir, epochs=1, eval_every_epochs=0,
+          optimizer=functools.partial(tf_keras.optimizers.SGD, momentum=0.9, use_ema=True,
+                                      ema_momentum=0.9))
+    model, optimizer = seen["trainer"].model, seen["trainer"].optimizer
+    trained = model.get_layer("logits").kernel.numpy()
+    averages = [v.numpy() for v in optimizer.variables
+                if "/average/" in v.name and v.shape == trained.shape]
+    # Evaluation saw an average, and the trained kernel was put back after it.
+    self.assertTrue(any(np.array_equal(a, seen["evaluated"]) for a in averages))
+    self.assertFalse(np.allclose(trained, seen["evaluated"]))
+    # The averages are in the checkpoint, as optimizer variables.
+    reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints"))
+    saved = [reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
+             if n.startswith("optimizer/_variables/")]
+    self.assertTrue(any(s.shape == trained.shape and np.array_equal(s, seen["evaluated"])
+                        for s in saved))
+
   def assert_rejected_before_writing(self, model_dir, pattern, **overrides):
     with self.assertRaisesRegex(ConfigError, pattern):
       run(model_dir, epochs=1, **overrides)
