@@ -113,7 +113,7 @@ class Trainer:
     self.train_counts = np.bincount(
         source.train_labels[indices], minlength=source.num_classes)
     self.global_batch = pipeline.batch_size
-    self.steps_per_epoch = len(indices) // self.global_batch
+    self.steps_per_epoch = pipeline.steps_per_epoch(len(indices))
     with strategy.scope():
       self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
       self.train_loss = tf_keras.metrics.Mean("loss")
@@ -314,7 +314,7 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
     raise ConfigError(
         f"the training split has {len(indices)} examples, fewer than one global batch "
         f"of {pipeline.batch_size}; lower InputPipeline.batch_size")
-  steps_per_epoch = len(indices) // pipeline.batch_size
+  steps_per_epoch = pipeline.steps_per_epoch(len(indices))
   counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
 
   with strategy.scope():

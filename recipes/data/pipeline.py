@@ -11,9 +11,12 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from tricks import data_echoing
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 PAD_LABEL = -1
+ECHO_PLACEMENTS = ("before_augmentation", "after_augmentation", "batch")
 
 
 @gin.configurable
@@ -31,12 +34,20 @@ class InputPipeline:
     mean, std: per-channel normalisation of [0, 1] pixels.
     shuffle_buffer: examples in the shuffle buffer (capped at the split's size).
     deterministic: fixed element order from parallel maps.
+    echo_factor: data echoing (Choi et al. 2019): each example (or batch) is used
+      this many times, on average; 1 turns it off.
+    echo_placement: "before_augmentation", "after_augmentation" or "batch".
+    echo_shuffle_buffer: shuffle after example echoing, so copies spread out.
   """
 
   def __init__(self, batch_size=32, image_size=64, eval_image_size=None,
                eval_crop_fraction=1.0, random_crop_padding=0, random_flip=False,
                randaugment=None, mean=IMAGENET_MEAN, std=IMAGENET_STD,
-               shuffle_buffer=10000, deterministic=True):
+               shuffle_buffer=10000, deterministic=True, echo_factor=1.0,
+               echo_placement="before_augmentation", echo_shuffle_buffer=1024):
+    if echo_placement not in ECHO_PLACEMENTS:
+      raise ValueError(f"unknown echo_placement {echo_placement!r}; choose one of "
+                       f"{ECHO_PLACEMENTS}")
     self.batch_size = batch_size
     self.image_size = image_size
     self.eval_image_size = eval_image_size or image_size
@@ -48,6 +59,9 @@ class InputPipeline:
     self.std = tf.constant(std, tf.float32)
     self.shuffle_buffer = shuffle_buffer
     self.deterministic = deterministic
+    self.echo_factor = echo_factor
+    self.echo_placement = echo_placement
+    self.echo_shuffle_buffer = echo_shuffle_buffer
     self._randaugment = None
     if randaugment:
       from official.vision.ops import augment  # pylint: disable=g-import-not-at-top
@@ -78,23 +92,46 @@ class InputPipeline:
           tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)), tf.float32)
     return image
 
+  def steps_per_epoch(self, num_examples):
+    """Global batches in one epoch of `num_examples` (echoed ones included)."""
+    if self.echo_factor == 1:
+      return num_examples // self.batch_size
+    if self.echo_placement == "batch":
+      return data_echoing.echoed_count(num_examples // self.batch_size, self.echo_factor)
+    return data_echoing.echoed_count(num_examples, self.echo_factor) // self.batch_size
+
   def train_dataset(self, source, indices, epoch, seed):
     """Epoch `epoch` of the training examples `indices` (shuffled, augmented)."""
     n = len(indices)
     epoch_seed = np.array([seed, epoch], dtype=np.int64)
+    shuffle_seed = int(seed * 1_000_003 + epoch)
+    echoing = self.echo_factor != 1
+
+    def echo_examples(ds):
+      ds = data_echoing.echo(ds, self.echo_factor, seed=shuffle_seed)
+      return ds.shuffle(self.echo_shuffle_buffer, seed=shuffle_seed,
+                        reshuffle_each_iteration=False)
+
     ds = source.make_dataset("train", np.asarray(indices))
-    ds = ds.shuffle(min(n, self.shuffle_buffer), seed=int(seed * 1_000_003 + epoch),
+    ds = ds.shuffle(min(n, self.shuffle_buffer), seed=shuffle_seed,
                     reshuffle_each_iteration=False)
-    ds = ds.enumerate()
+    if echoing and self.echo_placement == "before_augmentation":
+      ds = echo_examples(ds)
 
     def prepare(position, example):
       image, label = example
       key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
       return self._normalize(self._augment(image, key)), label
 
-    ds = ds.map(prepare, num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=self.deterministic)
+    ds = ds.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE,
+                            deterministic=self.deterministic)
+    if echoing and self.echo_placement == "after_augmentation":
+      ds = echo_examples(ds)
     ds = ds.batch(self.batch_size, drop_remainder=True)
+    if echoing and self.echo_placement == "batch":
+      ds = data_echoing.echo(ds, self.echo_factor, seed=shuffle_seed)
+    if echoing:  # a fractional factor varies the count: fix it at the expected one
+      ds = ds.repeat().take(self.steps_per_epoch(n))
     return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options())
 
   def eval_image(self, image):

@@ -64,6 +64,35 @@ class PipelineTest(tf.test.TestCase):
     self.assertEqual(labels.tolist().count(pipeline.PAD_LABEL), 1)
     self.assertAllEqual(labels[:7], source.test_labels)
 
+  def test_echo_placements(self):
+    source, _ = toy_source(n_train=16)
+    kwargs = dict(batch_size=4, image_size=8, random_crop_padding=2, random_flip=True,
+                  echo_factor=2, echo_shuffle_buffer=1)  # no shuffle: copies adjacent
+
+    def batches(placement):
+      p = pipeline.InputPipeline(echo_placement=placement, **kwargs)
+      self.assertEqual(p.steps_per_epoch(16), 8)
+      out = [(x.numpy(), y.numpy()) for x, y in p.train_dataset(source, np.arange(16), 0, 0)]
+      self.assertLen(out, 8)
+      return out
+
+    before = batches("before_augmentation")
+    x, y = before[0]
+    self.assertEqual(y[0], y[1])                 # the same example twice ...
+    self.assertNotAllClose(x[0], x[1])           # ... augmented two ways
+    x, y = batches("after_augmentation")[0]
+    self.assertAllEqual(x[0], x[1])              # the same augmented image twice
+    out = batches("batch")
+    self.assertAllEqual(out[0][0], out[1][0])    # the same batch twice
+    with self.assertRaisesRegex(ValueError, "unknown echo_placement"):
+      pipeline.InputPipeline(echo_placement="late")
+
+  def test_fractional_echo_gives_the_expected_epoch(self):
+    source, _ = toy_source(n_train=20)
+    p = pipeline.InputPipeline(batch_size=4, image_size=6, echo_factor=1.5)
+    self.assertEqual(p.steps_per_epoch(20), 7)   # floor(30 / 4)
+    self.assertLen(list(p.train_dataset(source, np.arange(20), 3, 1)), 7)
+
   def test_randaugment_from_model_garden(self):
     source, _ = toy_source(size=16)
     p = pipeline.InputPipeline(batch_size=4, image_size=16, randaugment=(2, 5), mean=(0,) * 3,
