@@ -15,7 +15,9 @@ from recipes.data import image_folder  # pylint: disable=unused-import
 from recipes.data import long_tail  # pylint: disable=unused-import
 from recipes.data import pipeline  # pylint: disable=unused-import
 from recipes.data import tfds_source  # pylint: disable=unused-import
+from tricks import adafactor
 from tricks import agc
+from tricks import sm3
 from zoo import nfnet  # pylint: disable=unused-import
 
 for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,
@@ -23,3 +25,5 @@ for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,
   gin.external_configurable(_optimizer, module="tf_keras.optimizers")
 
 gin.external_configurable(agc.AdaptiveGradClip, module="tricks")
+gin.external_configurable(adafactor.Adafactor, module="tricks")
+gin.external_configurable(sm3.SM3, module="tricks")
