@@ -23,6 +23,7 @@ from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-posit
 from absl import logging  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from recipes import configurables  # pylint: disable=unused-import
+from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
 from recipes import strategies
 from recipes import trainer
 from recipes.errors import ConfigError
@@ -72,6 +73,12 @@ def gin_error(e):
   return ConfigError(f"bad Gin config: {message}; {fix}")
 
 
+@gin.configurable(denylist=["model_dir", "strategy"])
+def run(model_dir, strategy, experiment=trainer.train_and_evaluate):
+  """What a recipe runs: `experiment(model_dir, strategy)` (training, or the LR range test)."""
+  return experiment(model_dir, strategy)
+
+
 def default_model_dir(gin_files):
   name = os.path.splitext(os.path.basename(gin_files[0]))[0] if gin_files else "run"
   return os.path.join("runs", name)
@@ -88,7 +95,7 @@ def main(argv):
     model_dir = os.path.join(_USER_DIR, FLAGS.model_dir or default_model_dir(FLAGS.gin_file))
     strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu)
     try:
-      metrics = trainer.train_and_evaluate(model_dir, strategy)
+      metrics = run(model_dir, strategy)
     except (ValueError, RuntimeError) as e:
       if isinstance(e, ConfigError) or "Required bindings" not in str(e):
         raise
@@ -97,12 +104,11 @@ def main(argv):
     # Gin appends "In call to configurable ..." lines; the first line says it all.
     print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
     sys.exit(2)
-  summary = ", ".join(
-      f"{k} {metrics[k]:.4f}" for k in ("top1", "balanced_accuracy", "many_shot_accuracy",
-                                        "medium_shot_accuracy", "few_shot_accuracy")
-      if metrics.get(k) is not None)
-  print(f"\n{summary}\nReport in {model_dir}: metrics.json, per_class_accuracy.png, "
-        "operative_config.gin, TensorBoard events, checkpoints/")
+  headline = ("top1", "balanced_accuracy", "many_shot_accuracy", "medium_shot_accuracy",
+              "few_shot_accuracy", "base_lr", "max_lr")
+  summary = ", ".join(f"{k} {metrics[k]:.4g}" for k in headline
+                      if metrics.get(k) is not None)
+  print(f"\n{summary}\nReport in {model_dir}: {', '.join(sorted(os.listdir(model_dir)))}")
 
 
 if __name__ == "__main__":

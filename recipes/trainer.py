@@ -161,9 +161,16 @@ class Trainer:
         zip(grads, variables), skip_gradients_aggregation=True)
     self.train_loss.update_state(per_example)
     self.train_accuracy.update_state(labels, logits)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                               tf.cast(tf.reshape(labels, [-1]), tf.int32)), tf.float32)
+    return (tf.reduce_sum(per_example) / self.global_batch,
+            tf.reduce_sum(correct) / self.global_batch)
 
   def _distributed_train_step(self, batch):
-    self.strategy.run(self._replica_train_step, args=batch)
+    """One step; returns this global batch's (mean loss, accuracy)."""
+    loss, accuracy = self.strategy.run(self._replica_train_step, args=batch)
+    return (self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
+            self.strategy.reduce(tf.distribute.ReduceOp.SUM, accuracy, axis=None))
 
   def _replica_eval_step(self, images, labels):
     logits = self.model(images, training=False)
@@ -176,7 +183,8 @@ class Trainer:
 
   # -- loops -----------------------------------------------------------------
 
-  def train_epoch(self, epoch):
+  def train_epoch(self, epoch, on_step=None):
+    """Trains one epoch; `on_step(step, loss, accuracy)` sees every global batch."""
     dataset = self.pipeline.train_dataset(self.source, self.indices, epoch, self.seed)
     dist = self.strategy.experimental_distribute_dataset(dataset)
     self.train_loss.reset_state()
@@ -184,7 +192,9 @@ class Trainer:
     bar = tf_keras.utils.Progbar(
         self.steps_per_epoch, stateful_metrics=["loss", "accuracy"], unit_name="step")
     for step, batch in enumerate(dist):
-      self._train_step(batch)
+      loss, accuracy = self._train_step(batch)
+      if on_step is not None:
+        on_step(epoch * self.steps_per_epoch + step, float(loss), float(accuracy))
       bar.update(step + 1, values=[("loss", float(self.train_loss.result())),
                                    ("accuracy", float(self.train_accuracy.result()))])
 
@@ -208,7 +218,7 @@ class Trainer:
     return evaluation.long_tail_metrics(
         labels, predictions, self.train_counts, *self.shot_thresholds)
 
-  def run(self):
+  def run(self, on_step=None):
     """Trains from the latest checkpoint to `epochs`, then evaluates and reports."""
     latest = self.manager.latest_checkpoint
     if latest:
@@ -221,7 +231,7 @@ class Trainer:
     first = int(self.epoch.numpy())
     for epoch in range(first, self.epochs):
       print(f"Epoch {epoch + 1}/{self.epochs}", flush=True)
-      self.train_epoch(epoch)
+      self.train_epoch(epoch, on_step)
       self.epoch.assign(epoch + 1)
       with train_writer.as_default(step=epoch + 1):
         tf.summary.scalar("loss", self.train_loss.result())
@@ -257,7 +267,7 @@ class Trainer:
           tf.summary.scalar(key, metrics[key])
 
 
-@gin.configurable(denylist=["model_dir", "strategy"])
+@gin.configurable(denylist=["model_dir", "strategy", "on_step"])
 def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQUIRED,
                        pipeline=None, long_tail=None, loss=losses.cross_entropy,
                        optimizer=tf_keras.optimizers.SGD,
@@ -265,7 +275,7 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
                        gradient_transforms=(), weight_decay_exclude=(),
                        mixed_precision=None, jit_compile=False, deterministic_ops=True,
                        shot_thresholds=(100, 20), checkpoint_every_epochs=1,
-                       eval_every_epochs=5, keep_checkpoints=3, name=None):
+                       eval_every_epochs=5, keep_checkpoints=3, name=None, on_step=None):
   """Trains `model` on `data` and writes the run's report to `model_dir`.
 
   Args:
@@ -289,6 +299,7 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
     shot_thresholds: (many_shot_above, few_shot_below) training counts.
     checkpoint_every_epochs, eval_every_epochs, keep_checkpoints: bookkeeping.
     name: the recipe's name, recorded in metrics.json.
+    on_step: called as `on_step(step, loss, accuracy)` after every global batch.
   """
   if epochs < 1:
     raise ConfigError(f"train_and_evaluate.epochs must be >= 1, got {epochs}")
@@ -327,6 +338,9 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
       opt.exclude_from_weight_decay(var_names=list(weight_decay_exclude))
     if mixed_precision == "mixed_float16":
       opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
+    # Slots (momenta, weight averages) exist before a checkpoint is restored, so a
+    # run resumed at its last epoch evaluates with its averages too.
+    getattr(opt, "inner_optimizer", opt).build(keras_model.trainable_variables)
     loss_fn = loss(class_counts=counts)
   transforms = list(gradient_transforms)
   for transform in transforms:
@@ -347,7 +361,7 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
                     pipeline, epochs, seed, transforms, shot_thresholds,
                     checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
                     jit_compile=jit_compile)
-  metrics = trainer.run()
+  metrics = trainer.run(on_step)
   metrics["recipe"] = name
   report.write_json(os.path.join(model_dir, "metrics.json"), metrics)
   report.plot_per_class_accuracy(

@@ -8,7 +8,7 @@ import gin
 import tensorflow as tf
 
 from recipes import configurables  # pylint: disable=unused-import
-from recipes import trainer  # pylint: disable=unused-import
+from recipes import train  # pylint: disable=unused-import  (run, lr_range_test)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "recipes", "*.gin")))

@@ -1,0 +1,121 @@
+"""The learning-rate range test (Smith 2017, arXiv:1506.01186, section 3.3).
+
+The recipe trains as usual while its rate grows exponentially over the whole run,
+
+    lr_i = min_lr * (max_lr / min_lr)^(i / (N - 1)),   i = 0 .. N - 1,
+
+and every step's loss and accuracy are recorded. Smith reads the cyclical bounds off
+the accuracy curve: base_lr where accuracy starts to increase, max_lr where it stops
+increasing (slows, turns ragged or falls). Here, on curves smoothed by a bias-corrected
+exponential moving average and cut where the loss diverges (beyond `diverge` times its
+running minimum): base_lr is the first rate at which smoothed accuracy has made 10% of
+its rise, max_lr the rate of its peak. Results: lr_range.json and lr_range.png.
+"""
+
+import functools
+import os
+
+import gin
+import numpy as np
+import tf_keras
+
+from recipes import report
+from recipes import trainer
+
+import matplotlib.pyplot as plt  # pylint: disable=g-bad-import-order  (Agg set by report)
+
+
+@gin.configurable
+def exponential_sweep(total_steps, steps_per_epoch, min_lr=1e-4, max_lr=10.0):
+  """min_lr at step 0 to max_lr at the last step, geometrically."""
+  del steps_per_epoch
+  return tf_keras.optimizers.schedules.ExponentialDecay(
+      min_lr, decay_steps=max(1, total_steps - 1), decay_rate=max_lr / min_lr)
+
+
+def smooth(values, beta):
+  """Bias-corrected exponential moving average; NaN and inf propagate."""
+  out, average = [], 0.0
+  for i, value in enumerate(values):
+    average = beta * average + (1 - beta) * value
+    out.append(average / (1 - beta ** (i + 1)))
+  return np.asarray(out)
+
+
+def suggest(lrs, losses, accuracies, smoothing=0.9, diverge=4.0, rise_fraction=0.1):
+  """{'base_lr', 'max_lr', 'last_stable_step'} from a sweep (see the module doc)."""
+  loss = smooth(losses, smoothing)
+  accuracy = smooth(accuracies, smoothing)
+  stable = len(loss)
+  best = np.inf
+  for i, value in enumerate(loss):
+    if not np.isfinite(value) or value > diverge * best:
+      stable = i
+      break
+    best = min(best, value)
+  if stable < 2:
+    return {"base_lr": None, "max_lr": None, "last_stable_step": stable - 1}
+  accuracy = accuracy[:stable]
+  peak = int(np.argmax(accuracy))
+  rise = accuracy[peak] - accuracy[0]
+  if rise <= 0:
+    return {"base_lr": None, "max_lr": None, "last_stable_step": stable - 1}
+  base = int(np.argmax(accuracy >= accuracy[0] + rise_fraction * rise))
+  return {"base_lr": float(lrs[base]), "max_lr": float(lrs[peak]),
+          "last_stable_step": stable - 1}
+
+
+def plot(path, lrs, losses, accuracies, suggestion, smoothing=0.9):
+  fig, (ax_loss, ax_acc) = plt.subplots(2, 1, figsize=(7, 6), dpi=120, sharex=True)
+  for ax, values, label in ((ax_loss, losses, "training loss"),
+                            (ax_acc, accuracies, "training accuracy")):
+    ax.plot(lrs, values, color="lightgray", linewidth=1, label="per step")
+    ax.plot(lrs, smooth(values, smoothing), color="tab:blue", label="smoothed")
+    ax.set_ylabel(label)
+    ax.grid(True, which="both", alpha=0.3)
+    for key, color in (("base_lr", "tab:green"), ("max_lr", "tab:red")):
+      if suggestion[key]:
+        ax.axvline(suggestion[key], color=color, linestyle="--",
+                   label=f"{key} {suggestion[key]:.3g}")
+  finite = [v for v in losses if np.isfinite(v)]
+  if finite:
+    ax_loss.set_ylim(0, min(max(finite), 4 * np.median(finite)) * 1.05)
+  ax_acc.set_xscale("log")
+  ax_acc.set_xlabel("learning rate")
+  ax_acc.legend(fontsize=8, loc="upper left")
+  ax_loss.set_title("LR range test (Smith 2017)")
+  fig.tight_layout()
+  report.atomic_write(path, lambda f: fig.savefig(f, format="png"))
+  plt.close(fig)
+
+
+@gin.configurable(denylist=["model_dir", "strategy"])
+def lr_range_test(model_dir, strategy, min_lr=1e-4, max_lr=10.0, smoothing=0.9,
+                  diverge=4.0):
+  """Runs the recipe once with an exponential rate sweep; suggests base_lr and max_lr.
+
+  The sweep spans the recipe's whole run (`train_and_evaluate.epochs` epochs).
+  """
+  steps = {"lr": [], "loss": [], "accuracy": []}
+  schedule = functools.partial(exponential_sweep, min_lr=min_lr, max_lr=max_lr)
+  recorded = {}
+
+  def on_step(step, loss, accuracy):
+    recorded[step] = (loss, accuracy)
+
+  metrics = trainer.train_and_evaluate(model_dir, strategy, learning_rate=schedule,
+                                       eval_every_epochs=0, on_step=on_step)
+  total = max(recorded) + 1 if recorded else 0
+  sweep = exponential_sweep(total, 1, min_lr, max_lr)
+  for step in sorted(recorded):
+    steps["lr"].append(float(sweep(step)))
+    steps["loss"].append(recorded[step][0])
+    steps["accuracy"].append(recorded[step][1])
+  suggestion = suggest(steps["lr"], steps["loss"], steps["accuracy"], smoothing, diverge)
+  result = dict(suggestion, min_lr=min_lr, max_lr_swept=max_lr, steps=steps,
+                final_test_top1=metrics["top1"])
+  report.write_json(os.path.join(model_dir, "lr_range.json"), result)
+  if steps["lr"]:
+    plot(os.path.join(model_dir, "lr_range.png"), steps["lr"], steps["loss"],
+         steps["accuracy"], suggestion, smoothing)
+  return result

@@ -1,0 +1,65 @@
+"""The LR range test: the sweep, the suggestion rule on known curves, and a real run."""
+
+import json
+import os
+
+import gin
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from recipes import lr_range
+from recipes import strategies
+from recipes import train
+
+
+class LrRangeTest(tf.test.TestCase):
+
+  def tearDown(self):
+    gin.clear_config()
+    tf_keras.backend.clear_session()
+    super().tearDown()
+
+  def test_exponential_sweep(self):
+    sweep = lr_range.exponential_sweep(total_steps=101, steps_per_epoch=10, min_lr=1e-4,
+                                       max_lr=1.0)
+    self.assertAllClose([sweep(0), sweep(50), sweep(100)], [1e-4, 1e-2, 1.0], rtol=1e-5)
+
+  def test_smooth_is_bias_corrected(self):
+    self.assertAllClose(lr_range.smooth([2.0, 2.0, 2.0], 0.9), [2.0, 2.0, 2.0])
+    self.assertAllClose(lr_range.smooth([0.0, 1.0], 0.5), [0.0, 0.5 / 0.75])
+
+  def test_suggestion_on_known_curves(self):
+    lrs = np.logspace(-4, 1, 101)
+    x = np.log10(lrs)
+    # Accuracy flat at 0.1 until lr 1e-3, rising to 0.9 at lr 1e-1, falling after.
+    accuracy = np.interp(x, [-4, -3, -1, 0, 1], [0.1, 0.1, 0.9, 0.5, 0.1])
+    loss = np.interp(x, [-4, -1, 0, 0.5, 1], [2.3, 0.4, 1.0, 5.0, np.nan])
+    got = lr_range.suggest(lrs, loss, accuracy, smoothing=0.0)
+    self.assertAllClose(got["max_lr"], 1e-1, rtol=1e-6)
+    # 10% of the 0.8 rise is reached a tenth of the way from 1e-3 to 1e-1 (in log lr).
+    self.assertAllClose(np.log10(got["base_lr"]), -3 + 0.2, atol=0.051)
+    # The loss passes 4x its minimum (1.6) between lr 1 and 10^0.5: cut there.
+    self.assertLess(lrs[got["last_stable_step"]], 10 ** 0.5)
+
+  def test_no_learning_no_suggestion(self):
+    got = lr_range.suggest([1e-3, 1e-2, 1e-1], [2.0, 2.0, 2.0], [0.5, 0.4, 0.3])
+    self.assertIsNone(got["base_lr"])
+
+  def test_range_test_on_the_tiny_recipe(self):
+    model_dir = os.path.join(self.get_temp_dir(), "range")
+    train.parse_config(["recipes/nfnet_long_tail_tiny.gin"],
+                       ["run.experiment = @lr_range_test", "EPOCHS = 4",
+                        "lr_range_test.min_lr = 1e-3", "lr_range_test.max_lr = 1.0"])
+    result = train.run(model_dir, strategies.make_strategy("one_device"))
+    self.assertLen(result["steps"]["lr"], 4 * 8)  # 264 examples, batch 32: 8 steps
+    self.assertAllClose(result["steps"]["lr"][0], 1e-3, rtol=1e-5)
+    self.assertAllClose(result["steps"]["lr"][-1], 1.0, rtol=1e-5)
+    with open(os.path.join(model_dir, "lr_range.json")) as f:
+      self.assertEqual(json.load(f)["steps"]["lr"], result["steps"]["lr"])
+    with open(os.path.join(model_dir, "lr_range.png"), "rb") as f:
+      self.assertEqual(f.read(4), b"\x89PNG")
+
+
+if __name__ == "__main__":
+  tf.test.main()
