@@ -8,8 +8,9 @@ and every step's loss and accuracy are recorded. Smith reads the cyclical bounds
 the accuracy curve: base_lr where accuracy starts to increase, max_lr where it stops
 increasing (slows, turns ragged or falls). Here, on curves smoothed by a bias-corrected
 exponential moving average and cut where the loss diverges (beyond `diverge` times its
-running minimum): base_lr is the first rate at which smoothed accuracy has made 10% of
-its rise, max_lr the rate of its peak. Results: lr_range.json and lr_range.png.
+running minimum): max_lr is the rate of the smoothed accuracy's peak; the rise starts
+at its lowest point before the peak (after the average's burn-in), and base_lr is the first rate after that low at
+which 10% of the rise is made. Results: lr_range.json and lr_range.png.
 """
 
 import functools
@@ -57,10 +58,14 @@ def suggest(lrs, losses, accuracies, smoothing=0.9, diverge=4.0, rise_fraction=0
     return {"base_lr": None, "max_lr": None, "last_stable_step": stable - 1}
   accuracy = accuracy[:stable]
   peak = int(np.argmax(accuracy))
-  rise = accuracy[peak] - accuracy[0]
+  # Skip the average's burn-in (its window is 1 / (1 - smoothing) steps): its first
+  # values rest on a few noisy steps.
+  burn_in = min(int(round(1 / (1 - smoothing))) if smoothing else 0, peak)
+  trough = burn_in + int(np.argmin(accuracy[burn_in:peak + 1]))
+  rise = accuracy[peak] - accuracy[trough]
   if rise <= 0:
     return {"base_lr": None, "max_lr": None, "last_stable_step": stable - 1}
-  base = int(np.argmax(accuracy >= accuracy[0] + rise_fraction * rise))
+  base = trough + int(np.argmax(accuracy[trough:] >= accuracy[trough] + rise_fraction * rise))
   return {"base_lr": float(lrs[base]), "max_lr": float(lrs[peak]),
           "last_stable_step": stable - 1}
 

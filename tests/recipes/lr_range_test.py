@@ -42,6 +42,15 @@ class LrRangeTest(tf.test.TestCase):
     # The loss passes 4x its minimum (1.6) between lr 1 and 10^0.5: cut there.
     self.assertLess(lrs[got["last_stable_step"]], 10 ** 0.5)
 
+  def test_rise_is_measured_from_the_low_before_the_peak(self):
+    lrs = np.logspace(-4, 1, 101)
+    x = np.log10(lrs)
+    # Early noise: accuracy starts at 0.3 and dips to 0.1 before it really rises.
+    accuracy = np.interp(x, [-4, -3, -1, 1], [0.3, 0.1, 0.9, 0.2])
+    got = lr_range.suggest(lrs, np.ones(101), accuracy, smoothing=0.0)
+    self.assertAllClose(np.log10(got["base_lr"]), -3 + 0.2, atol=0.051)
+    self.assertAllClose(got["max_lr"], 1e-1, rtol=1e-6)
+
   def test_no_learning_no_suggestion(self):
     got = lr_range.suggest([1e-3, 1e-2, 1e-1], [2.0, 2.0, 2.0], [0.5, 0.4, 0.3])
     self.assertIsNone(got["base_lr"])
