@@ -4,6 +4,7 @@ import gin
 import tf_keras
 
 from tricks import cyclical_lr
+from tricks import warmup
 
 
 @gin.configurable
@@ -27,9 +28,12 @@ def warmup_cosine(total_steps, steps_per_epoch, peak_lr=gin.REQUIRED, warmup_epo
 
 @gin.configurable
 def cyclical(total_steps, steps_per_epoch, base_lr=gin.REQUIRED, max_lr=gin.REQUIRED,
-             step_size_epochs=2.0, mode="triangular", gamma=1.0):
-  """Smith's cyclical rate; a half cycle lasts `step_size_epochs` epochs."""
+             step_size_epochs=2.0, mode="triangular", gamma=1.0, warmup_epochs=0):
+  """Smith's cyclical rate; a half cycle lasts `step_size_epochs` epochs, optionally
+  after `warmup_epochs` of linear warm-up."""
   del total_steps
-  return cyclical_lr.CyclicalLearningRate(
+  schedule = cyclical_lr.CyclicalLearningRate(
       base_lr, max_lr, step_size=max(1, int(round(step_size_epochs * steps_per_epoch))),
       mode=mode, gamma=gamma)
+  warmup_steps = int(round(warmup_epochs * steps_per_epoch))
+  return warmup.LinearWarmup(schedule, warmup_steps) if warmup_steps else schedule

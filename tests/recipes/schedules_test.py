@@ -25,6 +25,12 @@ class SchedulesTest(tf.test.TestCase):
     self.assertEqual(lr.step_size, 8)
     self.assertAllClose([lr(0), lr(8), lr(16)], [0.1, 0.5, 0.1])
 
+  def test_cyclical_after_warmup(self):
+    lr = schedules.cyclical(total_steps=100, steps_per_epoch=4, base_lr=0.1, max_lr=0.5,
+                            step_size_epochs=2, warmup_epochs=1)
+    # Warm-up over 4 steps to clr(4) = 0.3, then the cycle: clr(8) = 0.5.
+    self.assertAllClose([lr(0), lr(2), lr(4), lr(8)], [0.0, 0.15, 0.3, 0.5], rtol=1e-6)
+
   def test_constant(self):
     self.assertEqual(schedules.constant(1, 1, learning_rate=0.3), 0.3)
 
