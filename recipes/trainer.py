@@ -95,8 +95,11 @@ class Trainer:
   def __init__(self, model_dir, strategy, source, indices, keras_model, optimizer,
                loss_fn, pipeline, epochs, seed, gradient_transforms, shot_thresholds,
                checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
-               jit_compile=False):
+               jit_compile=False, l2=0.0, l2_exclude=()):
     self.model_dir = model_dir
+    self.l2 = l2
+    self.l2_decayed = [v for v in keras_model.trainable_variables
+                       if l2 and not any(p in v.name for p in l2_exclude)]
     self.strategy = strategy
     self.source = source
     self.indices = indices
@@ -142,6 +145,9 @@ class Trainer:
       loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
       if self.model.losses:
         loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
+      if self.l2_decayed:
+        loss += tf.nn.scale_regularization_loss(0.5 * self.l2 * tf.add_n(
+            [tf.reduce_sum(tf.square(tf.cast(v, tf.float32))) for v in self.l2_decayed]))
       scaled_loss = self.optimizer.get_scaled_loss(loss) if scaling else loss
     grads = tape.gradient(scaled_loss, variables)
     if scaling:
@@ -272,7 +278,7 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
                        pipeline=None, long_tail=None, loss=losses.cross_entropy,
                        optimizer=tf_keras.optimizers.SGD,
                        learning_rate=schedules.warmup_cosine, epochs=30, seed=0,
-                       gradient_transforms=(), weight_decay_exclude=(),
+                       gradient_transforms=(), weight_decay_exclude=(), l2=0.0,
                        mixed_precision=None, jit_compile=False, deterministic_ops=True,
                        shot_thresholds=(100, 20), checkpoint_every_epochs=1,
                        eval_every_epochs=5, keep_checkpoints=3, name=None, on_step=None):
@@ -291,7 +297,10 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
     epochs, seed: length of the run, and the seed of every random choice.
     gradient_transforms: callables `(grads, variables) -> grads` (e.g. AGC),
       applied to unscaled, all-reduced gradients.
-    weight_decay_exclude: variable-name substrings the optimizer does not decay.
+    weight_decay_exclude: variable-name substrings that are not decayed, neither by
+      the optimizer's (decoupled) weight_decay nor by `l2`.
+    l2: coefficient of an L2 penalty l2 / 2 * sum ||w||^2 added to the loss (coupled
+      weight decay), over every trainable variable of the model, nested ones included.
     mixed_precision: None, "mixed_float16" (with dynamic loss scaling) or
       "mixed_bfloat16": the Keras policy for every layer built after it is set.
     jit_compile: XLA-compile each replica's forward and backward pass.
@@ -360,7 +369,7 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
   trainer = Trainer(model_dir, strategy, source, indices, keras_model, opt, loss_fn,
                     pipeline, epochs, seed, transforms, shot_thresholds,
                     checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
-                    jit_compile=jit_compile)
+                    jit_compile=jit_compile, l2=l2, l2_exclude=weight_decay_exclude)
   metrics = trainer.run(on_step)
   metrics["recipe"] = name
   report.write_json(os.path.join(model_dir, "metrics.json"), metrics)

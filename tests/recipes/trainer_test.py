@@ -164,6 +164,24 @@ class TrainerTest(tf.test.TestCase):
     self.assertTrue(any(s.shape == trained.shape and np.array_equal(s, seen["evaluated"])
                         for s in saved))
 
+  def test_l2_equals_decoupled_decay_for_plain_sgd(self):
+    """Loshchilov & Hutter 2019: for SGD without momentum, an L2 penalty lambda/2 ||w||^2
+    and decoupled decay w -= lr * lambda * w take the same step."""
+    tmp = self.get_temp_dir()
+    sgd = lambda **kw: functools.partial(tf_keras.optimizers.SGD, **kw)
+    common = dict(epochs=1, gradient_transforms=[], weight_decay_exclude=("gain", "bias"))
+    run(os.path.join(tmp, "l2"), optimizer=sgd(), l2=0.01, **common)
+    run(os.path.join(tmp, "decoupled"), optimizer=sgd(weight_decay=0.01), **common)
+    run(os.path.join(tmp, "none"), optimizer=sgd(), **common)
+    l2 = checkpoint_weights(os.path.join(tmp, "l2"))
+    decoupled = checkpoint_weights(os.path.join(tmp, "decoupled"))
+    none = checkpoint_weights(os.path.join(tmp, "none"))
+    changed = 0
+    for name in l2:
+      self.assertAllClose(l2[name], decoupled[name], rtol=1e-4, atol=1e-6, msg=name)
+      changed += not np.allclose(l2[name], none[name], rtol=1e-6, atol=1e-9)
+    self.assertGreater(changed, 10)  # the decay did something
+
   def assert_rejected_before_writing(self, model_dir, pattern, **overrides):
     with self.assertRaisesRegex(ConfigError, pattern):
       run(model_dir, epochs=1, **overrides)
