@@ -52,12 +52,20 @@ def check_model_dir_writable(model_dir):
 def check_resume_config(model_dir, config_text):
   """A model_dir holds one run: refuse to resume it under another configuration."""
   path = os.path.join(model_dir, "config.gin")
-  if os.path.exists(path):
-    with open(path) as f:
-      if f.read() != config_text:
-        raise ConfigError(
-            f"model_dir {model_dir!r} holds a run with another configuration (see its "
-            "config.gin); rerun with the same flags to resume, or pick a new --model_dir")
+  if not os.path.exists(path):
+    return
+  with open(path) as f:
+    saved = f.read()
+  if saved == config_text:
+    return
+  old = [l for l in saved.splitlines() if l and not l.startswith("#")]
+  new = [l for l in config_text.splitlines() if l and not l.startswith("#")]
+  was = next((l for l in old if l not in new), None)
+  now = next((l for l in new if l not in old), None)
+  raise ConfigError(
+      f"model_dir {model_dir!r} holds a run with another configuration (its config.gin "
+      f"has {was!r} where this run has {now!r}); rerun with the same flags to resume, "
+      "or pick a new --model_dir")
 
 
 def check_model_fits(keras_model, num_classes, image_sizes):

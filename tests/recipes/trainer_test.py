@@ -214,7 +214,8 @@ class TrainerTest(tf.test.TestCase):
     os.makedirs(model_dir)
     with open(os.path.join(model_dir, "config.gin"), "w") as f:
       f.write("LongTail.rho = 10\n")
-    with self.assertRaisesRegex(ConfigError, "holds a run with another configuration"):
+    with self.assertRaisesRegex(
+        ConfigError, "another configuration .*has 'LongTail.rho = 10' where this run has None"):
       run(model_dir, epochs=1)
     self.assertEqual(os.listdir(model_dir), ["config.gin"])
 
