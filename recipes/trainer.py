@@ -100,8 +100,8 @@ def layer_random_generators(keras_model):
 class Trainer:
   """State of one run: strategy, model, optimizer, data, metrics, checkpoint."""
 
-  def __init__(self, model_dir, strategy, source, indices, keras_model, optimizer,
-               loss_fn, pipeline, epochs, seed, gradient_transforms, shot_thresholds,
+  def __init__(self, model_dir, strategy, source, indices, train_counts, keras_model,
+               optimizer, loss_fn, pipeline, epochs, seed, gradient_transforms, shot_thresholds,
                checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
                jit_compile=False, l2=0.0, l2_exclude=()):
     self.model_dir = model_dir
@@ -121,8 +121,7 @@ class Trainer:
     self.shot_thresholds = shot_thresholds
     self.checkpoint_every_epochs = max(1, checkpoint_every_epochs)
     self.eval_every_epochs = eval_every_epochs
-    self.train_counts = np.bincount(
-        source.train_labels[indices], minlength=source.num_classes)
+    self.train_counts = train_counts
     self.global_batch = pipeline.batch_size
     self.steps_per_epoch = pipeline.steps_per_epoch(len(indices))
     with strategy.scope():
@@ -374,7 +373,7 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
   print(f"{source.name}: {len(indices)} training examples (per class {counts.tolist()}), "
         f"{len(source.test_labels)} test; {steps_per_epoch} steps of {pipeline.batch_size} "
         f"an epoch on {replicas} replica(s); writing to {model_dir}", flush=True)
-  trainer = Trainer(model_dir, strategy, source, indices, keras_model, opt, loss_fn,
+  trainer = Trainer(model_dir, strategy, source, indices, counts, keras_model, opt, loss_fn,
                     pipeline, epochs, seed, transforms, shot_thresholds,
                     checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
                     jit_compile=jit_compile, l2=l2, l2_exclude=weight_decay_exclude)
