@@ -28,6 +28,7 @@ from recipes import schedules
 from recipes.data import long_tail as long_tail_lib
 from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
+from tricks import layer_rng
 from tricks import weight_ema
 
 
@@ -82,21 +83,6 @@ def check_model_fits(keras_model, num_classes, image_sizes):
           "make InputPipeline.image_size / eval_image_size match the model's input_shape")
 
 
-def layer_random_generators(keras_model):
-  """The tf.random.Generators behind Dropout, StochasticDepth, ... in `keras_model`.
-
-  Keras leaves their state out of checkpoints (for compatibility); the trainer saves
-  it, so a resumed run draws the same masks as an uninterrupted one.
-  """
-  generators = []
-  for layer in keras_model.submodules:
-    if isinstance(layer, tf_keras.__internal__.layers.BaseRandomLayer):
-      generator = getattr(layer._random_generator, "_generator", None)  # pylint: disable=protected-access
-      if generator is not None:
-        generators.append(generator)
-  return generators
-
-
 class Trainer:
   """State of one run: strategy, model, optimizer, data, metrics, checkpoint."""
 
@@ -130,7 +116,7 @@ class Trainer:
       self.train_accuracy = tf_keras.metrics.SparseCategoricalAccuracy("accuracy")
     self.checkpoint = tf.train.Checkpoint(
         model=keras_model, optimizer=optimizer, epoch=self.epoch,
-        layer_rngs=layer_random_generators(keras_model))
+        layer_rngs=layer_rng.layer_random_generators(keras_model))
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, os.path.join(model_dir, "checkpoints"),
         max_to_keep=keep_checkpoints)
