@@ -13,16 +13,26 @@ from tricks import logit_adjustment
 
 @gin.configurable
 def cross_entropy(class_counts, label_smoothing=0.0):
-  """Softmax cross-entropy on logits, optionally label-smoothed (Szegedy et al. 2016)."""
-  if not label_smoothing:
-    return tf_keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, reduction=tf_keras.losses.Reduction.NONE)
-  smoothed = tf_keras.losses.CategoricalCrossentropy(
+  """Softmax cross-entropy on logits, optionally label-smoothed (Szegedy et al. 2016).
+
+  Labels are class ids, or soft targets [batch, classes] (MixUp / CutMix).
+  """
+  sparse = tf_keras.losses.SparseCategoricalCrossentropy(
+      from_logits=True, reduction=tf_keras.losses.Reduction.NONE)
+  dense = tf_keras.losses.CategoricalCrossentropy(
       from_logits=True, label_smoothing=label_smoothing,
       reduction=tf_keras.losses.Reduction.NONE)
   num_classes = len(class_counts)
-  return lambda labels, logits: smoothed(
-      tf.one_hot(tf.reshape(tf.cast(labels, tf.int32), [-1]), num_classes), logits)
+
+  def loss(labels, logits):
+    labels = tf.convert_to_tensor(labels)
+    if labels.shape.rank == 2 and labels.shape[-1] == num_classes:
+      return dense(labels, logits)
+    if not label_smoothing:
+      return sparse(labels, logits)
+    return dense(tf.one_hot(tf.reshape(tf.cast(labels, tf.int32), [-1]), num_classes),
+                 logits)
+  return loss
 
 
 @gin.configurable

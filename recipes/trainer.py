@@ -159,6 +159,8 @@ class Trainer:
     self.optimizer.apply_gradients(
         zip(grads, variables), skip_gradients_aggregation=True)
     self.train_loss.update_state(per_example)
+    if labels.shape.rank == 2:  # soft targets (MixUp / CutMix): score their argmax
+      labels = tf.argmax(labels, axis=-1, output_type=tf.int32)
     self.train_accuracy.update_state(labels, logits)
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                tf.cast(tf.reshape(labels, [-1]), tf.int32)), tf.float32)

@@ -5,6 +5,8 @@
 pi the class priors of the training split. At test time the plain logits f(x) are
 used: the adjustment lives in the loss only. tau = 0 is cross-entropy. With label
 smoothing eps (Szegedy et al. 2016) the target is (1 - eps) * onehot(y) + eps / K.
+Labels are class ids [batch] or soft targets [batch, K] (MixUp / CutMix); soft targets
+t give -sum_k t_k log softmax(f(x) + tau * log(pi))_k.
 """
 
 import numpy as np
@@ -35,13 +37,19 @@ class LogitAdjustedLoss(tf_keras.losses.Loss):
     self._log_priors = tf.constant(log_priors(self.class_counts))
 
   def call(self, y_true, y_pred):
-    labels = tf.cast(tf.reshape(y_true, [-1]), tf.int32)
     logits = tf.cast(y_pred, tf.float32) + self.tau * self._log_priors
-    if not self.label_smoothing:
-      return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
     num_classes = len(self.class_counts)
-    targets = (tf.one_hot(labels, num_classes) * (1.0 - self.label_smoothing)
-               + self.label_smoothing / num_classes)
+    y_true = tf.convert_to_tensor(y_true)
+    if y_true.shape.rank == 2 and y_true.shape[-1] == num_classes:
+      targets = tf.cast(y_true, tf.float32)
+    else:
+      labels = tf.cast(tf.reshape(y_true, [-1]), tf.int32)
+      if not self.label_smoothing:
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                              logits=logits)
+      targets = tf.one_hot(labels, num_classes)
+    if self.label_smoothing:
+      targets = targets * (1.0 - self.label_smoothing) + self.label_smoothing / num_classes
     return tf.nn.softmax_cross_entropy_with_logits(labels=targets, logits=logits)
 
   def get_config(self):

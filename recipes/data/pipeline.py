@@ -38,13 +38,20 @@ class InputPipeline:
       this many times, on average; 1 turns it off.
     echo_placement: "before_augmentation", "after_augmentation" or "batch".
     echo_shuffle_buffer: shuffle after example echoing, so copies spread out.
+    mixup_alpha, cutmix_alpha: Beta(alpha, alpha) of MixUp (Zhang et al. 2018) and
+      CutMix (Yun et al. 2019), Model Garden's `MixupAndCutmix` on each global batch;
+      labels become soft [batch, classes] targets. 0 and 0 turn both off.
+    mix_prob, mix_switch_prob, mix_label_smoothing: chance a batch is mixed, chance
+      a mixed batch uses CutMix, and the label smoothing applied with them.
   """
 
   def __init__(self, batch_size=32, image_size=64, eval_image_size=None,
                eval_crop_fraction=1.0, random_crop_padding=0, random_flip=False,
                randaugment=None, mean=IMAGENET_MEAN, std=IMAGENET_STD,
                shuffle_buffer=10000, deterministic=True, echo_factor=1.0,
-               echo_placement="before_augmentation", echo_shuffle_buffer=1024):
+               echo_placement="before_augmentation", echo_shuffle_buffer=1024,
+               mixup_alpha=0.0, cutmix_alpha=0.0, mix_prob=1.0, mix_switch_prob=0.5,
+               mix_label_smoothing=0.0):
     if echo_placement not in ECHO_PLACEMENTS:
       raise ValueError(f"unknown echo_placement {echo_placement!r}; choose one of "
                        f"{ECHO_PLACEMENTS}")
@@ -62,6 +69,14 @@ class InputPipeline:
     self.echo_factor = echo_factor
     self.echo_placement = echo_placement
     self.echo_shuffle_buffer = echo_shuffle_buffer
+    if mixup_alpha < 0 or cutmix_alpha < 0:
+      raise ValueError(f"mixup_alpha={mixup_alpha} and cutmix_alpha={cutmix_alpha} must "
+                       "be >= 0 (0 switches one off)")
+    self.mixup_alpha = mixup_alpha
+    self.cutmix_alpha = cutmix_alpha
+    self.mix_prob = mix_prob
+    self.mix_switch_prob = mix_switch_prob
+    self.mix_label_smoothing = mix_label_smoothing
     self._randaugment = None
     if randaugment:
       from official.vision.ops import augment  # pylint: disable=g-import-not-at-top
@@ -91,6 +106,36 @@ class InputPipeline:
       image = tf.cast(self._randaugment.distort(
           tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)), tf.float32)
     return image
+
+  @property
+  def mixes(self):
+    """Whether training batches are mixed (and their labels soft)."""
+    return bool(self.mixup_alpha or self.cutmix_alpha)
+
+  def _mix(self, ds, num_classes, seed):
+    """Model Garden's MixupAndCutmix over batches. Its random ops are stateful and
+    seeded from the global seed when traced: tracing under the epoch's seed (then
+    putting the global seed back) makes each epoch's draws differ from the last and
+    repeat exactly on a rebuilt (resumed) epoch. The map is sequential so the draws
+    meet the batches in order.
+
+    Known deviation, left as Model Garden has it: its CutMix weighs the labels with
+    lam = 1 - r_h r_w / HW of the box as drawn, before the box is clipped at the image
+    border (and rounded to even sides), so the image's own label can be under-weighted
+    against the share of pixels it keeps; Yun et al.'s code re-computes lam after
+    clipping.
+    """
+    from official.vision.ops import augment  # pylint: disable=g-import-not-at-top
+    mixer = augment.MixupAndCutmix(
+        num_classes=num_classes, mixup_alpha=self.mixup_alpha,
+        cutmix_alpha=self.cutmix_alpha, prob=self.mix_prob,
+        switch_prob=self.mix_switch_prob, label_smoothing=self.mix_label_smoothing)
+    previous = tf.compat.v1.get_seed(None)[0]
+    tf.random.set_seed(seed)
+    try:
+      return ds.map(lambda images, labels: mixer.distort(images, tf.cast(labels, tf.int32)))
+    finally:
+      tf.random.set_seed(previous)
 
   def steps_per_epoch(self, num_examples):
     """Global batches in one epoch of `num_examples` (echoed ones included)."""
@@ -128,6 +173,8 @@ class InputPipeline:
     if echoing and self.echo_placement == "after_augmentation":
       ds = echo_examples(ds)
     ds = ds.batch(self.batch_size, drop_remainder=True)
+    if self.mixes:
+      ds = self._mix(ds, source.num_classes, shuffle_seed)
     if echoing and self.echo_placement == "batch":
       ds = data_echoing.echo(ds, self.echo_factor, seed=shuffle_seed)
     if echoing:  # a fractional factor varies the count: fix it at the expected one

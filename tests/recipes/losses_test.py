@@ -24,6 +24,16 @@ class LossesTest(tf.test.TestCase):
     got = losses.logit_adjusted(class_counts=[4, 4, 4], label_smoothing=0.1)([0], logits)
     self.assertAllClose(got, [want], rtol=1e-6)
 
+  def test_soft_targets(self):
+    """MixUp / CutMix targets: cross-entropy against the mixed distribution."""
+    logits = np.array([[2.0, 0.0, -1.0], [0.5, 0.5, 1.0]], np.float32)
+    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    targets = np.array([[0.7, 0.3, 0.0], [0.0, 0.4, 0.6]], np.float32)
+    got = losses.cross_entropy(class_counts=[1, 1, 1])(tf.constant(targets), logits)
+    self.assertAllClose(got, -(targets * log_p).sum(axis=1), rtol=1e-6)
+    got = losses.logit_adjusted(class_counts=[2, 2, 2])(tf.constant(targets), logits)
+    self.assertAllClose(got, -(targets * log_p).sum(axis=1), rtol=1e-6)
+
   def test_logit_adjusted_uses_priors(self):
     logits = tf.zeros([1, 2])
     got = losses.logit_adjusted(class_counts=[3, 1], tau=1.0)([1], logits)

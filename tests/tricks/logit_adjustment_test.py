@@ -27,6 +27,19 @@ class LogitAdjustmentTest(tf.test.TestCase, parameterized.TestCase):
     want = numpy_loss(labels, tf.cast(tf.cast(logits, dtype), tf.float32).numpy(), counts, tau)
     self.assertAllClose(got, want, rtol=1e-5)
 
+  @parameterized.parameters(False, True)
+  def test_soft_targets_are_the_expected_loss(self, graph):
+    """MixUp targets t: -sum_k t_k log softmax(f + tau log pi)_k = sum_k t_k loss(k)."""
+    rng = np.random.default_rng(1)
+    counts = [50, 20, 5]
+    logits = rng.normal(size=(4, 3)).astype(np.float32)
+    targets = rng.dirichlet(np.ones(3), size=4).astype(np.float32)
+    loss = logit_adjustment.LogitAdjustedLoss(counts, tau=1.0)
+    got = (tf.function(loss) if graph else loss)(targets, logits)
+    per_class = np.stack([numpy_loss(np.full(4, k), logits, counts, 1.0)
+                          for k in range(3)], axis=1)
+    self.assertAllClose(got, (targets * per_class).sum(axis=1), rtol=1e-5)
+
   def test_tau_zero_is_cross_entropy(self):
     logits = tf.constant([[2.0, -1.0, 0.5]])
     loss = logit_adjustment.LogitAdjustedLoss([9, 3, 1], tau=0.0)([1], logits)

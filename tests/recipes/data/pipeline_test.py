@@ -101,6 +101,52 @@ class PipelineTest(tf.test.TestCase):
     self.assertEqual(x.shape, (4, 16, 16, 3))
     self.assertAllInRange(x, 0.0, 1.0)
 
+  def mixed_and_plain(self, **mix):
+    source, _ = toy_source(n_train=24, size=8)
+    kwargs = dict(batch_size=8, image_size=8, mean=(0,) * 3, std=(1,) * 3)
+    plain = pipeline.InputPipeline(**kwargs)
+    mixed = pipeline.InputPipeline(**kwargs, **mix)
+    self.assertTrue(mixed.mixes)
+    self.assertFalse(plain.mixes)
+    take = lambda p, e: [(x.numpy(), y.numpy())
+                         for x, y in p.train_dataset(source, np.arange(24), e, 7)]
+    return take(plain, 0), take(mixed, 0), take(mixed, 0), take(mixed, 1)
+
+  def test_mixup_follows_zhang_et_al(self):
+    plain, mixed, again, other = self.mixed_and_plain(mixup_alpha=0.4)
+    for (x, y), (xm, ym), (xa, ya) in zip(plain, mixed, again):
+      self.assertEqual(ym.shape, (8, 3))
+      self.assertAllClose(ym.sum(axis=1), np.ones(8), atol=1e-6)
+      self.assertAllEqual(xm, xa)  # a rebuilt epoch mixes the same way
+      self.assertAllEqual(ym, ya)
+      pair = y[::-1]  # Model Garden pairs each example with the batch reversed
+      for i in range(8):
+        if y[i] == pair[i]:
+          continue
+        lam = ym[i, y[i]]  # x~ = lam x_i + (1 - lam) x_j, y~ = lam y_i + (1 - lam) y_j
+        self.assertAllClose(ym[i, pair[i]], 1 - lam, atol=1e-6)
+        self.assertAllClose(xm[i], lam * x[i] + (1 - lam) * x[::-1][i], atol=1e-5)
+    self.assertNotAllClose(mixed[0][1], other[0][1])  # new draws each epoch
+
+  def test_cutmix_follows_yun_et_al(self):
+    plain, mixed, _, _ = self.mixed_and_plain(cutmix_alpha=1.0)
+    for (x, y), (xm, ym) in zip(plain, mixed):
+      for i in range(8):
+        from_self = np.all(xm[i] == x[i], axis=-1)
+        from_pair = np.all(xm[i] == x[::-1][i], axis=-1)
+        self.assertTrue(np.all(from_self | from_pair))  # every pixel from one of two
+        if y[i] != y[::-1][i]:
+          # lam = 1 - box area / image area for the box as drawn; the pasted box is
+          # that box clipped to the image, so the pixels kept are at least lam.
+          lam = ym[i, y[i]]
+          self.assertAllClose(ym[i, y[::-1][i]], 1 - lam, atol=1e-6)
+          self.assertLessEqual(lam, np.mean(from_self) + 1e-6)
+          self.assertGreaterEqual(lam, 0.0)
+
+  def test_negative_alpha_is_refused(self):
+    with self.assertRaisesRegex(ValueError, "must be >= 0"):
+      pipeline.InputPipeline(mixup_alpha=-1.0)
+
 
 if __name__ == "__main__":
   tf.test.main()
