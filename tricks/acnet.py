@@ -82,18 +82,98 @@ class ACConv2D(tf_keras.layers.Layer):
     kernel[:, c:c + 1, :, :] += ver_kernel
     return kernel, bias + hor_bias + ver_bias
 
-  def fuse(self):
-    """A plain model (explicit padding, one Conv2D with bias) for inference."""
-    kernel, bias = self.fused_kernel_and_bias()
+  def fused_block(self, name=None):
+    """The unbuilt inference block: explicit padding, one k x k Conv2D with bias."""
     conv = tf_keras.layers.Conv2D(self.filters, self.kernel_size, strides=self.strides,
                                   padding="valid", name=f"{self.name}_fused")
     layers = [tf_keras.layers.ZeroPadding2D(self.pad)] if self.pad else []
-    fused = tf_keras.Sequential(layers + [conv], name=f"{self.name}_fused_block")
+    return tf_keras.Sequential(layers + [conv], name=name or f"{self.name}_fused_block")
+
+  def fuse(self):
+    """The fused block, built and holding the fused kernel and bias."""
+    fused = self.fused_block()
     fused.build((None, None, None, self.square.kernel.shape[2]))
-    conv.set_weights([kernel, bias])
+    fused.layers[-1].set_weights(list(self.fused_kernel_and_bias()))
     return fused
 
   def get_config(self):
     return dict(super().get_config(), filters=self.filters, kernel_size=self.kernel_size,
                 strides=self.strides, padding=self.padding, momentum=self.momentum,
                 epsilon=self.epsilon)
+
+
+def _only_consumer(model, layer):
+  """The one layer of `model` that consumes `layer`'s output, or None."""
+  consumers = [node.layer for node in layer._outbound_nodes  # pylint: disable=protected-access
+               if node.layer in model.layers]
+  return consumers[0] if len(consumers) == 1 else None
+
+
+def _convertible(conv):
+  return (type(conv) is tf_keras.layers.Conv2D and conv.groups == 1  # pylint: disable=unidiomatic-typecheck
+          and conv.kernel_size[0] == conv.kernel_size[1] and conv.kernel_size[0] % 2 == 1
+          and conv.kernel_size[0] >= 3 and conv.strides[0] == conv.strides[1]
+          and conv.dilation_rate == (1, 1) and conv.data_format == "channels_last"
+          and conv.padding in ("same", "valid"))
+
+
+def convert(model):
+  """A copy of functional `model` with each k x k Conv2D + BatchNorm pair an ACConv2D.
+
+  The square branch takes the pair's weights (a conv bias moves into the BN's
+  moving mean); the 1 x k and k x 1 branches start fresh, as in the paper. "same"
+  padding becomes the symmetric padding the fusion needs (same output size, windows
+  shifted by at most a pixel at stride 2). Other layers keep their weights.
+  """
+  pairs = {}
+  for layer in model.layers:
+    bn = _only_consumer(model, layer) if isinstance(layer, tf_keras.layers.Conv2D) else None
+    if (_convertible(layer) and isinstance(bn, tf_keras.layers.BatchNormalization)
+        and bn.axis in ([3], [-1], 3, -1)):
+      pairs[layer.name] = bn
+  if not pairs:
+    raise ValueError(f"model {model.name!r} has no odd k x k Conv2D followed by "
+                     "BatchNormalization for ACNet to convert; switch the trick off for it")
+  folded = {bn.name: conv for conv, bn in pairs.items()}
+
+  def clone(layer):
+    if layer.name in pairs:
+      bn = pairs[layer.name]
+      return ACConv2D(layer.filters, layer.kernel_size[0], strides=layer.strides[0],
+                      padding="symmetric" if layer.padding == "same" else "valid",
+                      momentum=bn.momentum, epsilon=bn.epsilon, name=layer.name)
+    if layer.name in folded:  # the BN now lives inside the ACConv2D before it
+      return tf_keras.layers.Activation("linear", name=layer.name)
+    return layer.__class__.from_config(layer.get_config())
+
+  converted = tf_keras.models.clone_model(model, clone_function=clone)
+  for old, new in zip(model.layers, converted.layers):
+    if old.name in pairs:
+      bn = pairs[old.name]
+      gamma, beta, mean, var = [w.numpy() for w in bn.weights]
+      if old.use_bias:
+        mean = mean - old.bias.numpy()
+      new.square.kernel.assign(old.kernel)
+      new.square_bn.set_weights([gamma, beta, mean, var])
+    elif old.name not in folded:
+      new.set_weights(old.get_weights())
+  return converted
+
+
+def fuse_model(model):
+  """A copy of `model` with every ACConv2D replaced by its fused convolution."""
+  if not any(isinstance(layer, ACConv2D) for layer in model.layers):
+    raise ValueError(f"model {model.name!r} has no ACConv2D layer to fuse")
+
+  def clone(layer):
+    if isinstance(layer, ACConv2D):
+      return layer.fused_block(name=layer.name)
+    return layer.__class__.from_config(layer.get_config())
+
+  fused = tf_keras.models.clone_model(model, clone_function=clone)
+  for old, new in zip(model.layers, fused.layers):
+    if isinstance(old, ACConv2D):
+      new.layers[-1].set_weights(list(old.fused_kernel_and_bias()))
+    else:
+      new.set_weights(old.get_weights())
+  return fused
