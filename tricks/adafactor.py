@@ -45,20 +45,23 @@ class Adafactor(tf_keras.optimizers.Optimizer):
     for var in var_list:
       if var.shape.rank >= 2:
         self._factors.append((
-            self.add_variable(var.shape[:-1], var.dtype, name="row"),
-            self.add_variable(var.shape[:-2] + var.shape[-1:], var.dtype, name="col")))
+            self.add_variable(var.shape[:-1], tf.float32, name="row"),
+            self.add_variable(var.shape[:-2] + var.shape[-1:], tf.float32, name="col")))
       else:
-        self._factors.append((self.add_variable_from_reference(var, "v"),))
+        self._factors.append((self.add_variable(var.shape, tf.float32, name="v"),))
 
   def update_step(self, gradient, variable):
-    dtype = variable.dtype
+    """Statistics and update in float32 whatever the weights' dtype (bf16 / fp16)."""
+    dtype = tf.float32
+    weights = tf.cast(variable, dtype)
+    gradient = tf.cast(gradient, dtype)
     t = tf.cast(self.iterations + 1, dtype)
     rho = tf.cast(self.learning_rate, dtype)
     if self.relative_step:
       rho = tf.minimum(rho, tf.math.rsqrt(t))
     alpha = rho
     if self.scale_parameter:
-      alpha = tf.maximum(tf.cast(self.epsilon_2, dtype), rms(variable)) * rho
+      alpha = tf.maximum(tf.cast(self.epsilon_2, dtype), rms(weights)) * rho
     beta2 = 1.0 - tf.pow(t, tf.cast(self.beta_2_decay, dtype))
     grad_sq = tf.square(gradient) + tf.cast(self.epsilon_1, dtype)
     slots = self._factors[self._index_dict[self._var_key(variable)]]
@@ -74,7 +77,7 @@ class Adafactor(tf_keras.optimizers.Optimizer):
       v = v_slot
     update = gradient * tf.math.rsqrt(v)
     update /= tf.maximum(1.0, rms(update) / tf.cast(self.clip_threshold, dtype))
-    variable.assign_sub(alpha * update)
+    variable.assign(tf.cast(weights - alpha * update, variable.dtype))
 
   def get_config(self):
     return dict(super().get_config(),

@@ -36,15 +36,18 @@ class SM3(tf_keras.optimizers.Optimizer):
     self._momenta = []
     for var in var_list:
       if var.shape.rank <= 1:
-        self._accumulators.append([self.add_variable_from_reference(var, "accumulator")])
+        self._accumulators.append([self.add_variable(var.shape, tf.float32,
+                                                     name="accumulator")])
       else:
         self._accumulators.append([
-            self.add_variable([dim], var.dtype, name=f"accumulator_{axis}")
+            self.add_variable([dim], tf.float32, name=f"accumulator_{axis}")
             for axis, dim in enumerate(var.shape)])
       if self.momentum:
-        self._momenta.append(self.add_variable_from_reference(var, "momentum"))
+        self._momenta.append(self.add_variable(var.shape, tf.float32, name="momentum"))
 
   def update_step(self, gradient, variable):
+    """Accumulators and update in float32 whatever the weights' dtype (bf16 / fp16)."""
+    gradient = tf.cast(gradient, tf.float32)
     index = self._index_dict[self._var_key(variable)]
     accumulators = self._accumulators[index]
     rank = variable.shape.rank
@@ -70,7 +73,9 @@ class SM3(tf_keras.optimizers.Optimizer):
       m = self._momenta[index]
       m.assign(self.momentum * m + (1.0 - self.momentum) * update)
       update = m
-    variable.assign_sub(tf.cast(self.learning_rate, variable.dtype) * update)
+    variable.assign(tf.cast(tf.cast(variable, tf.float32)
+                            - tf.cast(self.learning_rate, tf.float32) * update,
+                            variable.dtype))
 
   def get_config(self):
     return dict(super().get_config(),

@@ -47,6 +47,26 @@ class Sm3Test(tf.test.TestCase, parameterized.TestCase):
       step(tf.constant(g))
     self.assertAllClose(var, numpy_sm3(w0, grads, 0.1), rtol=1e-5, atol=1e-6)
 
+  @parameterized.product(dtype=["bfloat16", "float16"], graph=[False, True])
+  def test_reduced_precision_variables(self, dtype, graph):
+    """Half-precision weights, eagerly and in tf.function: the algorithm within the
+    rounding of the weights' dtype (statistics are kept in float32)."""
+    rng = np.random.default_rng(1)
+    w0 = rng.normal(size=(4, 6)).astype(np.float32)
+    grads = [rng.normal(size=(4, 6)).astype(np.float32) for _ in range(3)]
+    var = tf.Variable(tf.cast(w0, dtype))
+    optimizer = sm3.SM3(learning_rate=0.1)
+    step = lambda g: optimizer.apply_gradients([(g, var)])
+    step = tf.function(step) if graph else step
+    for g in grads:
+      step(tf.cast(g, dtype))
+    self.assertEqual(var.dtype, tf.as_dtype(dtype))
+    want = numpy_sm3(tf.cast(tf.cast(w0, dtype), tf.float32).numpy(), [tf.cast(tf.cast(g, dtype), tf.float32).numpy() for g in grads], 0.1)
+    tol = 3e-2 if dtype == "bfloat16" else 3e-3
+    self.assertAllClose(tf.cast(var, tf.float32), want, rtol=tol, atol=tol)
+    for slot in optimizer.variables[1:]:
+      self.assertEqual(slot.dtype, tf.float32)
+
   def test_slot_memory_is_sublinear(self):
     model = tf_keras.Sequential([tf_keras.Input((8, 8, 16)),
                                  tf_keras.layers.Conv2D(32, 3),
