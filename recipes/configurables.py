@@ -15,10 +15,14 @@ from recipes.data import image_folder  # pylint: disable=unused-import
 from recipes.data import long_tail  # pylint: disable=unused-import
 from recipes.data import pipeline  # pylint: disable=unused-import
 from recipes.data import tfds_source  # pylint: disable=unused-import
+from tricks import acnet
 from tricks import adafactor
 from tricks import agc
+from tricks import extended_bn
+from tricks import recompute
 from tricks import sm3
 from zoo import nfnet  # pylint: disable=unused-import
+from zoo import resnet_cifar  # pylint: disable=unused-import
 
 for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,
                    tf_keras.optimizers.AdamW):
@@ -27,3 +31,9 @@ for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,
 gin.external_configurable(agc.AdaptiveGradClip, module="tricks")
 gin.external_configurable(adafactor.Adafactor, module="tricks")
 gin.external_configurable(sm3.SM3, module="tricks")
+
+# Model rewrites, for `train_and_evaluate.model_transforms`.
+gin.external_configurable(extended_bn.swap_batch_norm, module="tricks")
+gin.external_configurable(acnet.convert, name="acnet_convert", module="tricks")
+gin.external_configurable(acnet.fuse_model, name="acnet_fuse", module="tricks")
+gin.external_configurable(recompute.recompute, module="tricks")

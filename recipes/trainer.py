@@ -270,7 +270,8 @@ class Trainer:
 
 @gin.configurable(denylist=["model_dir", "strategy", "on_step"])
 def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQUIRED,
-                       pipeline=None, long_tail=None, loss=losses.cross_entropy,
+                       pipeline=None, long_tail=None, model_transforms=(),
+                       loss=losses.cross_entropy,
                        optimizer=tf_keras.optimizers.SGD,
                        learning_rate=schedules.warmup_cosine, epochs=30, seed=0,
                        gradient_transforms=(), weight_decay_exclude=(), l2=0.0,
@@ -284,6 +285,9 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
     strategy: a tf.distribute strategy.
     data: a callable returning a `recipes.data.source.Source`.
     model: a callable returning a tf_keras model that outputs logits.
+    model_transforms: callables `model -> model` applied in order to the built model
+      (e.g. `swap_batch_norm`, `acnet_convert`, `recompute`): tricks that rewrite a
+      model, switched on for any zoo model from Gin.
     pipeline: an `InputPipeline`; None builds one from its Gin bindings.
     long_tail: a `LongTail` drawn from the training pool, or None for all of it.
     loss: called as `loss(class_counts=...)`; returns per-example losses.
@@ -334,6 +338,11 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
 
   with strategy.scope():
     keras_model = model()
+    for transform in model_transforms:
+      try:
+        keras_model = transform(keras_model)
+      except ValueError as e:
+        raise ConfigError(f"train_and_evaluate.model_transforms: {e}") from None
     check_model_fits(keras_model, source.num_classes,
                      {pipeline.image_size, pipeline.eval_image_size})
     opt = optimizer(learning_rate=learning_rate(

@@ -11,6 +11,9 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+# Imported here, not when first used: Model Garden registers Gin configurables on
+# import, which Gin refuses once a config is locked (inside a run).
+from official.vision.ops import augment
 from tricks import data_echoing
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -79,7 +82,6 @@ class InputPipeline:
     self.mix_label_smoothing = mix_label_smoothing
     self._randaugment = None
     if randaugment:
-      from official.vision.ops import augment  # pylint: disable=g-import-not-at-top
       layers, magnitude = randaugment
       self._randaugment = augment.RandAugment(num_layers=layers, magnitude=magnitude)
 
@@ -125,7 +127,6 @@ class InputPipeline:
     against the share of pixels it keeps; Yun et al.'s code re-computes lam after
     clipping.
     """
-    from official.vision.ops import augment  # pylint: disable=g-import-not-at-top
     mixer = augment.MixupAndCutmix(
         num_classes=num_classes, mixup_alpha=self.mixup_alpha,
         cutmix_alpha=self.cutmix_alpha, prob=self.mix_prob,

@@ -14,6 +14,10 @@ from recipes import strategies
 from recipes import train
 from recipes import trainer
 
+# A BatchNorm model for the tricks that rewrite BN layers (NFNets have none).
+RESNET = ["include 'recipes/configs/models/resnet32_cifar.gin'", "resnet_cifar.depth = 8",
+          "AdaptiveGradClip.exclude = ('logits',)"]
+
 # trick -> Gin bindings that switch it on (on top of recipes/nfnet_long_tail_tiny.gin).
 TRICKS = {
     "agc": ["train_and_evaluate.gradient_transforms = [@AdaptiveGradClip()]",
@@ -33,6 +37,16 @@ TRICKS = {
     "data_echoing": ["InputPipeline.echo_factor = 2.0",
                      "InputPipeline.echo_placement = 'after_augmentation'"],
     "mixed_bfloat16": ["train_and_evaluate.mixed_precision = 'mixed_bfloat16'"],
+    "mixed_float16": ["train_and_evaluate.mixed_precision = 'mixed_float16'"],
+    "recompute": ["train_and_evaluate.model_transforms = [@recompute]",
+                  "recompute.every = 2"],
+    "extended_bn": ["train_and_evaluate.model_transforms = [@swap_batch_norm]"]
+                   + RESNET,
+    "acnet": ["train_and_evaluate.model_transforms = [@acnet_convert]"] + RESNET,
+    "mixup": ["InputPipeline.mixup_alpha = 0.2"],
+    "cutmix": ["InputPipeline.cutmix_alpha = 1.0", "InputPipeline.mix_prob = 0.5"],
+    "randaugment": ["InputPipeline.randaugment = (2, 5)"],
+    "l2": ["train_and_evaluate.l2 = 5e-4", "tf_keras.optimizers.SGD.weight_decay = None"],
     "xla": ["train_and_evaluate.jit_compile = True"],
 }
 
