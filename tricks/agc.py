@@ -44,8 +44,9 @@ def clip_gradient(grad, param, clipping, eps, axes, min_grad_norm=1e-6):
   param32 = tf.cast(param, tf.float32)
   max_norm = tf.maximum(unitwise_norm(param32, axes), eps) * clipping
   grad_norm = unitwise_norm(grad32, axes)
-  clipped = grad32 * (max_norm / tf.maximum(grad_norm, min_grad_norm))
-  return tf.cast(tf.where(grad_norm > max_norm, clipped, grad32), grad.dtype)
+  # One multiply a unit: max_norm / ||G_i|| where it is below 1, else exactly 1.
+  factor = tf.minimum(max_norm / tf.maximum(grad_norm, min_grad_norm), 1.0)
+  return tf.cast(grad32 * factor, grad.dtype)
 
 
 class AdaptiveGradClip:

@@ -17,6 +17,12 @@ def numpy_agc(grad, param, clipping, eps, axes):
   return np.where(ratio_too_big, grad * max_norm / np.maximum(g_norm, 1e-6), grad)
 
 
+def setUpModule():
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+
 class AgcTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -97,6 +103,42 @@ class AgcTest(tf.test.TestCase, parameterized.TestCase):
   def test_rejects_non_positive_clipping(self):
     with self.assertRaisesRegex(ValueError, "clipping must be > 0"):
       agc.AdaptiveGradClip(clipping=0.0)
+
+  def test_clips_the_all_reduced_gradient_under_mirrored_strategy(self):
+    """Two replicas, half the batch each: AGC sees the global-batch gradient."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(8, 3)).astype(np.float32)
+    x[4:] *= 10.0  # the halves' gradients differ a lot in size
+    y = rng.normal(size=(8, 2)).astype(np.float32)
+    w0 = rng.normal(size=(3, 2)).astype(np.float32) * 0.1
+    clip = agc.AdaptiveGradClip(clipping=0.05, exclude=())
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+      w = tf.Variable(w0)
+
+    def replica_grad(ctx):
+      i = ctx.replica_id_in_sync_group
+      return tf.constant(x[4 * i:4 * i + 4]), tf.constant(y[4 * i:4 * i + 4])
+
+    @tf.function
+    def step(inputs):
+      def replica(xs, ys):
+        with tf.GradientTape() as tape:
+          loss = tf.reduce_sum(tf.square(xs @ w - ys)) / 8.0  # global-batch mean
+        grad = tf.distribute.get_replica_context().all_reduce("SUM", tape.gradient(loss, w))
+        return clip([grad], [w])[0]
+      return strategy.run(replica, args=inputs)
+
+    inputs = strategy.experimental_distribute_values_from_function(replica_grad)
+    clipped = [t.numpy() for t in strategy.experimental_local_results(step(inputs))]
+    full = 2 * x.T @ (x @ w0 - y) / 8.0  # gradient of the whole batch's loss
+    want = numpy_agc(full, w0, 0.05, 1e-3, (0,))
+    self.assertNotAllClose(want, full)  # clipping acted
+    for got in clipped:  # every replica applies the same clipped global gradient
+      self.assertAllClose(got, want, rtol=1e-5, atol=1e-6)
+    halves = [2 * x[s].T @ (x[s] @ w0 - y[s]) / 8.0 for s in (slice(0, 4), slice(4, 8))]
+    per_replica = sum(numpy_agc(h, w0, 0.05, 1e-3, (0,)) for h in halves)
+    self.assertNotAllClose(per_replica, want)  # not the sum of locally clipped ones
 
 
 if __name__ == "__main__":
