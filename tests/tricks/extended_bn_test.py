@@ -15,6 +15,17 @@ def setUpModule():
       cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 
+_STRATEGY = []
+
+
+def mirrored():
+  """One MirroredStrategy for the module: two in one process can mix up the
+  instance keys of their collectives."""
+  if not _STRATEGY:
+    _STRATEGY.append(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+  return _STRATEGY[0]
+
+
 def numpy_ebn(x, gamma, beta, eps):
   """The paper's section 3, NHWC: mean over N,H,W per channel; variance over N,H,W,C."""
   mu = x.mean(axis=(0, 1, 2))
@@ -78,7 +89,10 @@ class ExtendedBatchNormTest(tf.test.TestCase, parameterized.TestCase):
     x = tf.constant(batch(2, shape=(3, 2, 2, 4)))
     layer = extended_bn.ExtendedBatchNormalization(epsilon=1e-3)
     layer.build(x.shape)
-    weights = tf.constant(np.random.default_rng(3).normal(size=x.shape), tf.float32)
+    rng = np.random.default_rng(3)
+    weights = tf.constant(rng.normal(size=x.shape), tf.float32)
+    layer.gamma.assign(rng.uniform(0.5, 2.0, 4))
+    layer.beta.assign(rng.normal(size=4))
 
     def by_formula(x, gamma, beta):
       mu = tf.reduce_mean(x, axis=[0, 1, 2])
@@ -102,7 +116,7 @@ class ExtendedBatchNormTest(tf.test.TestCase, parameterized.TestCase):
   def test_global_batch_moments_under_mirrored_strategy(self):
     x = batch(4, shape=(8, 3, 3, 5))
     x[4:] = x[4:] * 3.0 + 2.0  # the two replicas' halves have different moments
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = mirrored()
     with strategy.scope():
       layer = extended_bn.ExtendedBatchNormalization(momentum=0.0, epsilon=1e-3)
       layer.build(x.shape)
@@ -116,6 +130,49 @@ class ExtendedBatchNormTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(layer.moving_variance, var, rtol=1e-5)
     local_average = np.mean([numpy_ebn(h, 1.0, 0.0, 0.0)[2] for h in (x[:4], x[4:])])
     self.assertNotAllClose(var, local_average, rtol=0.05)
+
+  def test_gradients_under_mirrored_strategy_are_the_global_batch_ones(self):
+    x = batch(6, shape=(8, 2, 2, 3))
+    x[4:] = x[4:] * 2.0 - 1.0
+    w = np.random.default_rng(7).normal(size=x.shape).astype(np.float32)
+    gamma = np.array([0.5, 1.5, 2.0], np.float32)
+
+    def loss_grads(layer, xs, ws):
+      xs = tf.convert_to_tensor(xs)
+      with tf.GradientTape() as tape:
+        tape.watch(xs)
+        loss = tf.reduce_sum(layer(xs, training=True) * ws)
+      return tape.gradient(loss, [xs, layer.gamma, layer.beta])
+
+    single = extended_bn.ExtendedBatchNormalization()
+    single.build(x.shape)
+    single.gamma.assign(gamma)
+    want_x, want_gamma, want_beta = loss_grads(single, x, w)
+
+    strategy = mirrored()
+    with strategy.scope():
+      layer = extended_bn.ExtendedBatchNormalization()
+      layer.build(x.shape)
+      layer.gamma.assign(gamma)
+
+    @tf.function
+    def step():
+      def replica():
+        i = tf.distribute.get_replica_context().replica_id_in_sync_group
+        xs = tf.gather(tf.constant(x), tf.range(4) + 4 * i)
+        ws = tf.gather(tf.constant(w), tf.range(4) + 4 * i)
+        dx, dgamma, dbeta = loss_grads(layer, xs, ws)
+        ctx = tf.distribute.get_replica_context()
+        return dx, ctx.all_reduce("SUM", dgamma), ctx.all_reduce("SUM", dbeta)
+      return strategy.run(replica)
+
+    dx, dgamma, dbeta = step()
+    got_x = np.concatenate([t.numpy() for t in strategy.experimental_local_results(dx)])
+    self.assertAllClose(got_x, want_x, rtol=1e-4, atol=1e-5)
+    for got in strategy.experimental_local_results(dgamma):
+      self.assertAllClose(got, want_gamma, rtol=1e-4, atol=1e-5)
+    for got in strategy.experimental_local_results(dbeta):
+      self.assertAllClose(got, want_beta, rtol=1e-4, atol=1e-5)
 
 
 class SwapBatchNormTest(tf.test.TestCase):

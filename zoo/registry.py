@@ -1,0 +1,134 @@
+"""One registry for every zoo model: `build(name, num_classes=, input_shape=, **overrides)`.
+
+Each entry is a row of `MODELS`: its builder, default resolution, the input
+normalisation its published weights expect, and where it comes from. Every model
+outputs logits from a final Dense layer named "logits", so heads are replaced, and
+excluded from AGC, the same way for all of them. Keras-provided models are built
+flat (the application's layers, then "logits"), so tricks that rewrite a functional
+model (`tricks.recompute`, `tricks.extended_bn.swap_batch_norm`) reach every block.
+"""
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+import gin
+import tf_keras
+
+from zoo import nfnet
+from zoo import resnet_cifar
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+# Keras's "caffe" ResNets take BGR pixels minus these means (0-255 scale): the
+# pipeline gives RGB, so `caffe_input` flips channels inside the model.
+CAFFE_MEAN_RGB = (123.68, 116.779, 103.939)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """One model of the zoo."""
+  builder: Callable[..., tf_keras.Model]
+  resolution: int
+  mean: Sequence[float]  # the pipeline's normalisation: (x / 255 - mean) / std
+  std: Sequence[float]
+  source: str
+  keras_application: Optional[str] = None  # for weights="imagenet"
+
+
+def _keras_application(application, preprocess):
+  """A builder for a tf_keras application with our head (Dense "logits")."""
+
+  def build(num_classes, input_shape, weights=None, dropout=0.0):
+    inputs = tf_keras.Input(input_shape, name="images")
+    x = preprocess(inputs) if preprocess else inputs
+    base = application(include_top=False, weights=weights, input_tensor=x,
+                       pooling="avg")
+    x = base.output
+    if dropout:
+      x = tf_keras.layers.Dropout(dropout, name="dropout")(x)
+    outputs = tf_keras.layers.Dense(num_classes, name="logits")(x)
+    return tf_keras.Model(inputs, outputs, name=application.__name__.lower())
+  return build
+
+
+def caffe_input(inputs):
+  """Pipeline-normalised RGB in [0, 255] scale (mean 0, std 1/255) to Keras's caffe
+  input: BGR channel order. The pipeline already subtracted the means."""
+  return tf_keras.layers.Lambda(lambda x: x[..., ::-1], name="rgb_to_bgr")(inputs)
+
+
+def _resnet_v1_5(model_id):
+  """Model Garden's ResNet backbone (v1.5: stride on the 3x3 convolution)."""
+
+  def build(num_classes, input_shape, dropout=0.0, **backbone_kwargs):
+    from official.vision.modeling.backbones import resnet  # pylint: disable=g-import-not-at-top
+    backbone = resnet.ResNet(
+        model_id=model_id,
+        input_specs=tf_keras.layers.InputSpec(shape=[None, *input_shape]),
+        **backbone_kwargs)
+    inputs = tf_keras.Input(input_shape, name="images")
+    features = backbone(inputs)
+    x = tf_keras.layers.GlobalAveragePooling2D(name="pool")(features[max(features)])
+    if dropout:
+      x = tf_keras.layers.Dropout(dropout, name="dropout")(x)
+    outputs = tf_keras.layers.Dense(num_classes, name="logits")(x)
+    return tf_keras.Model(inputs, outputs, name=f"resnet{model_id}_v1_5")
+  return build
+
+
+def _nfnet(variant):
+  def build(num_classes, input_shape, **overrides):
+    return nfnet.nfnet(variant, num_classes=num_classes, input_shape=input_shape,
+                       **overrides)
+  return build
+
+
+def _resnet_cifar(depth):
+  def build(num_classes, input_shape, **overrides):
+    return resnet_cifar.resnet_cifar(depth, num_classes=num_classes,
+                                     input_shape=input_shape, **overrides)
+  return build
+
+
+_CAFFE = dict(mean=tuple(m / 255 for m in CAFFE_MEAN_RGB), std=(1 / 255,) * 3)
+_INCEPTION = dict(mean=(0.5,) * 3, std=(0.5,) * 3)  # x / 127.5 - 1
+_IMAGENET = dict(mean=IMAGENET_MEAN, std=IMAGENET_STD)
+
+MODELS = {
+    **{f"resnet{d}": Entry(
+        _keras_application(getattr(tf_keras.applications, f"ResNet{d}"), caffe_input),
+        224, source=f"He et al. 2016 (arXiv:1512.03385); tf_keras.applications.ResNet{d}",
+        keras_application=f"ResNet{d}", **_CAFFE) for d in (50, 101, 152)},
+    "resnet50_v1_5": Entry(_resnet_v1_5(50), 224, source=(
+        "He et al. 2016 with the stride on the 3x3 convolution, as Model Garden "
+        "trains it (official.vision.modeling.backbones.ResNet)"), **_IMAGENET),
+    **{f"resnet{d}_cifar": Entry(_resnet_cifar(d), 32, source=(
+        "He et al. 2016, section 4.2 (option A shortcuts); zoo/resnet_cifar.py"),
+        mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616))
+       for d in (20, 32, 44, 56, 110)},
+    "inception_v3": Entry(
+        _keras_application(tf_keras.applications.InceptionV3, None), 299,
+        source="Szegedy et al. 2016 (arXiv:1512.00567); tf_keras.applications.InceptionV3",
+        keras_application="InceptionV3", **_INCEPTION),
+    **{f"nfnet_{v.lower()}": Entry(_nfnet(v), nfnet.VARIANTS[v].train_image_size,
+                                   source="Brock et al. 2021 (arXiv:2102.06171); zoo/nfnet.py",
+                                   **_IMAGENET)
+       for v in nfnet.VARIANTS},
+}
+
+
+@gin.configurable(module="zoo")
+def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, **overrides):
+  """The zoo model `name` with a `num_classes` head, at `input_shape` (H, W, 3).
+
+  `input_shape` defaults to the model's resolution; `overrides` go to its builder
+  (e.g. `dropout=`, or an NFNet's `stochdepth_rate=`).
+  """
+  if name not in MODELS:
+    raise ValueError(f"unknown zoo model {name!r}; `bazel run //zoo:list` lists them: "
+                     f"{', '.join(sorted(MODELS))}")
+  entry = MODELS[name]
+  if input_shape is None:
+    input_shape = (entry.resolution, entry.resolution, 3)
+  return entry.builder(num_classes=num_classes, input_shape=tuple(input_shape),
+                       **overrides)
