@@ -22,6 +22,7 @@ from tricks import extended_bn
 from tricks import recompute
 from tricks import sm3
 from zoo import nfnet  # pylint: disable=unused-import
+from zoo import registry  # pylint: disable=unused-import  (zoo.build)
 from zoo import resnet_cifar  # pylint: disable=unused-import
 
 for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,

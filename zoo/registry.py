@@ -15,6 +15,7 @@ import gin
 import tf_keras
 
 from zoo import nfnet
+from zoo import pretrained
 from zoo import resnet_cifar
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -36,13 +37,21 @@ class Entry:
 
 
 def _keras_application(application, preprocess):
-  """A builder for a tf_keras application with our head (Dense "logits")."""
+  """A builder for a tf_keras application with our head (Dense "logits").
 
-  def build(num_classes, input_shape, weights=None, dropout=0.0):
+  `weights`: None (random), "imagenet" (Keras's file, cached in `cache_dir`) or the
+  path of a no-top .h5 weights file; `weights_sha256` pins the file's SHA-256.
+  """
+
+  def build(num_classes, input_shape, weights=None, weights_sha256=None, cache_dir=None,
+            dropout=0.0):
     inputs = tf_keras.Input(input_shape, name="images")
     x = preprocess(inputs) if preprocess else inputs
-    base = application(include_top=False, weights=weights, input_tensor=x,
-                       pooling="avg")
+    base = application(include_top=False, weights=None, input_tensor=x, pooling="avg")
+    if weights:
+      path = pretrained.weights_file(application.__name__, weights, cache_dir,
+                                     weights_sha256)
+      pretrained.load_h5(base, path)
     x = base.output
     if dropout:
       x = tf_keras.layers.Dropout(dropout, name="dropout")(x)
