@@ -12,9 +12,11 @@ import dataclasses
 from typing import Callable, Optional, Sequence
 
 import gin
+import numpy as np
 import tf_keras
 
 from zoo import nfnet
+from zoo import nfnet_checkpoint
 from zoo import pretrained
 from zoo import resnet_cifar
 
@@ -86,9 +88,18 @@ def _resnet_v1_5(model_id):
 
 
 def _nfnet(variant):
-  def build(num_classes, input_shape, **overrides):
-    return nfnet.nfnet(variant, num_classes=num_classes, input_shape=input_shape,
-                       **overrides)
+  """`weights`: DeepMind's parameters flattened to an .npz (zoo/nfnet_checkpoint.py);
+  their head is kept when it has `num_classes` outputs, else a fresh one is used."""
+
+  def build(num_classes, input_shape, weights=None, weights_sha256=None, **overrides):
+    model = nfnet.nfnet(variant, num_classes=num_classes, input_shape=input_shape,
+                        **overrides)
+    if weights:
+      path = pretrained.weights_file(f"NFNet-{variant}", weights, None, weights_sha256)
+      params = nfnet_checkpoint.load_npz(path)
+      head = params.get("NFNet/~/linear/b", np.zeros(0)).shape == (num_classes,)
+      nfnet_checkpoint.convert(params, model, head=head)
+    return model
   return build
 
 

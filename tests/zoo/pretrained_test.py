@@ -3,6 +3,7 @@
 import os
 from unittest import mock
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
@@ -86,6 +87,44 @@ class PretrainedTest(tf.test.TestCase):
     self.assertLen(get_file.call_args.kwargs["file_hash"], 32)  # Keras's MD5
     self.assertAllEqual(model.get_layer("conv1_conv").kernel,
                         source.get_layer("conv1_conv").kernel)
+
+  def test_nfnet_takes_deepmind_weights_with_a_new_head(self):
+    model = registry.build("nfnet_nano", num_classes=4, input_shape=SHAPE)
+    params = {}
+    for weight in model.weights:  # a DeepMind-named file of this architecture
+      name = weight.name.split(":")[0]
+      if name.startswith("logits/"):
+        continue
+      params[name] = weight.numpy() + 1.0
+    renamed = {}
+    for key in nfnet_checkpoint_keys(params):
+      renamed[key[0]] = params[key[1]]
+    renamed["NFNet/~/linear/w"] = np.zeros((model.get_layer("logits").kernel.shape[0], 1000),
+                                            np.float32)
+    renamed["NFNet/~/linear/b"] = np.zeros(1000, np.float32)
+    path = os.path.join(self.get_temp_dir(), "F0.npz")
+    np.savez(path, **renamed)
+    loaded = registry.build("nfnet_nano", num_classes=4, input_shape=SHAPE, weights=path,
+                            weights_sha256=pretrained.sha256_of(path))
+    self.assertAllEqual(loaded.get_layer("final_conv").kernel,
+                        params["final_conv/kernel"])
+    self.assertEqual(loaded.get_layer("logits").kernel.shape[1], 4)
+
+
+def nfnet_checkpoint_keys(params):
+  """(DeepMind key, zoo name) for zoo names of a headless NFNet."""
+  out = []
+  for name in params:
+    parts = name.split("/")
+    param = {"kernel": "w", "bias": "b", "gain": "gain", "skip_gain": "skip_gain"}[parts[-1]]
+    modules = parts[:-1]
+    if param == "skip_gain":
+      out.append((f"NFNet/~/{modules[0]}/skip_gain", name))
+      continue
+    if len(modules) == 3:
+      modules[2] = {"fc0": "linear", "fc1": "linear_1"}[modules[2]]
+    out.append(("NFNet/~/" + "/~/".join(modules) + "/" + param, name))
+  return out
 
 
 if __name__ == "__main__":

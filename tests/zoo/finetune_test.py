@@ -1,0 +1,110 @@
+"""Fine-tuning: new heads, a frozen backbone in inference mode, init from checkpoints."""
+
+import functools
+import os
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from zoo import finetune
+from zoo import resnet_cifar
+
+build = functools.partial(resnet_cifar.resnet_cifar, 8, input_shape=(8, 8, 3))
+
+
+def images(seed=0):
+  return tf.constant(np.random.default_rng(seed).normal(size=(4, 8, 8, 3)) + 1.0,
+                     tf.float32)
+
+
+def train_step(model, x, labels):
+  optimizer = tf_keras.optimizers.SGD(0.1)
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+        labels, model(x, training=True), from_logits=True))
+  optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                model.trainable_variables))
+
+
+class FinetuneTest(tf.test.TestCase):
+
+  def test_replace_head_keeps_the_backbone(self):
+    model = build(num_classes=10)
+    new = finetune.replace_head(model, 3)
+    self.assertEqual(new.output_shape, (None, 3))
+    self.assertIs(new.get_layer("stage3/block0/1_conv"), model.get_layer("stage3/block0/1_conv"))
+    self.assertIsNot(new.get_layer("logits"), model.get_layer("logits"))
+    with self.assertRaisesRegex(ValueError, "no head layer 'fc'"):
+      finetune.replace_head(model, 3, head="fc")
+
+  def test_frozen_backbone_runs_batch_norm_in_inference_mode(self):
+    model = finetune.freeze_backbone(build(num_classes=3))
+    self.assertEqual([v.name.split("/")[0] for v in model.trainable_variables],
+                     ["logits", "logits"])
+    x = images()
+    # BN with trainable=False uses its moving statistics even when training.
+    self.assertAllClose(model(x, training=True), model(x, training=False))
+    bn = model.get_layer("stage1/block0/1_bn")
+    stats = [bn.moving_mean.numpy(), bn.moving_variance.numpy()]
+    kernel = model.get_layer("stem/conv").kernel.numpy()
+    head = model.get_layer("logits").kernel.numpy()
+    train_step(model, x, [0, 1, 2, 0])
+    self.assertAllEqual(bn.moving_mean, stats[0])
+    self.assertAllEqual(bn.moving_variance, stats[1])
+    self.assertAllEqual(model.get_layer("stem/conv").kernel, kernel)
+    self.assertNotAllClose(model.get_layer("logits").kernel, head)
+    finetune.freeze_backbone(model, frozen=False)
+    self.assertGreater(len(model.trainable_variables), 10)
+
+  def pretrained_checkpoint(self, classes=5):
+    source = build(num_classes=classes)
+    train_step(source, images(1), [i % classes for i in range(4)])  # move weights and BN statistics
+    prefix = tf.train.Checkpoint(model=source).write(
+        os.path.join(self.get_temp_dir(), "checkpoints", "ckpt-1"))
+    return source, prefix
+
+  def test_backbone_scope_takes_all_but_the_head(self):
+    source, prefix = self.pretrained_checkpoint(classes=5)
+    model = finetune.finetune_model(
+        base=build, num_classes=3, init_checkpoint=os.path.dirname(prefix))
+    for layer in model.layers:
+      if layer.name == "logits":
+        self.assertEqual(layer.kernel.shape, (64, 3))
+      elif layer.weights:
+        for got, want in zip(layer.weights, source.get_layer(layer.name).weights):
+          self.assertAllEqual(got, want, msg=layer.name)
+
+  def test_all_scope_restores_the_head_too(self):
+    source, prefix = self.pretrained_checkpoint(classes=3)
+    model = finetune.finetune_model(base=build, num_classes=3, init_checkpoint=prefix,
+                                    init_scope="all")
+    self.assertAllEqual(model.get_layer("logits").kernel, source.get_layer("logits").kernel)
+    x = images(2)
+    self.assertAllClose(model(x), source(x))
+
+  def test_bad_checkpoints_are_one_clear_error(self):
+    _, prefix = self.pretrained_checkpoint(classes=5)
+    with self.assertRaisesRegex(finetune.CheckpointError, "does not fit"):
+      finetune.finetune_model(base=build, num_classes=3, init_checkpoint=prefix,
+                              init_scope="all")
+    with self.assertRaisesRegex(finetune.CheckpointError, "not found"):
+      finetune.finetune_model(base=build, num_classes=3, init_checkpoint=prefix + "x")
+    empty = os.path.join(self.get_temp_dir(), "empty")
+    os.makedirs(empty)
+    with self.assertRaisesRegex(finetune.CheckpointError, "no checkpoint in directory"):
+      finetune.finetune_model(base=build, num_classes=3, init_checkpoint=empty)
+    data = tf.io.gfile.glob(prefix + ".data-*")[0]
+    with open(data, "r+b") as f:
+      f.truncate(100)
+    with self.assertRaisesRegex(finetune.CheckpointError, "checkpoint"):
+      finetune.finetune_model(base=build, num_classes=3, init_checkpoint=prefix)
+    other = tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(2)])
+    other_prefix = tf.train.Checkpoint(model=other).write(
+        os.path.join(self.get_temp_dir(), "other", "ckpt-1"))
+    with self.assertRaisesRegex(finetune.CheckpointError, "no model head|does not fit"):
+      finetune.finetune_model(base=build, num_classes=3, init_checkpoint=other_prefix)
+
+
+if __name__ == "__main__":
+  tf.test.main()

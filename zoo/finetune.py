@@ -1,0 +1,130 @@
+"""Fine-tuning a zoo model: new head, frozen backbone, initial weights from a checkpoint.
+
+Every zoo model ends in a Dense layer named "logits" on pooled features; the rest is
+the backbone.
+- `replace_head(model, num_classes)`: the same backbone layers (weights shared) with a
+  fresh "logits" layer for `num_classes`.
+- `freeze_backbone(model)`: every layer but the head non-trainable. In TF2 Keras a
+  non-trainable BatchNormalization (and the zoo's Extended BN) normalises with its
+  moving statistics, so the frozen backbone runs in inference mode while the head
+  trains.
+- `init_from_checkpoint(model, path, scope)`: Model Garden's `init_checkpoint`
+  semantics for the trainer's checkpoints (`model_dir/checkpoints`): "all" restores
+  every weight; "backbone" every weight but the head, whatever class count the
+  checkpoint was trained for.
+- `finetune_model`: the Gin entry gluing these to a zoo builder.
+"""
+
+import os
+
+import gin
+import tensorflow as tf
+import tf_keras
+
+HEAD = "logits"
+
+
+class CheckpointError(ValueError):
+  """A checkpoint that cannot initialise the model: the message says why and what to do."""
+
+
+def replace_head(model, num_classes, head=HEAD):
+  """`model`'s backbone (shared layers) with a new `num_classes` Dense head."""
+  try:
+    old = model.get_layer(head)
+  except ValueError:
+    raise ValueError(f"model {model.name!r} has no head layer {head!r} to replace") from None
+  logits = tf_keras.layers.Dense(num_classes, name=head)(old.input)
+  return tf_keras.Model(model.inputs, logits, name=model.name)
+
+
+def freeze_backbone(model, head=HEAD, frozen=True):
+  """Marks every layer but `head` (non-)trainable; returns `model`."""
+  for layer in model.layers:
+    if layer.name != head:
+      layer.trainable = not frozen
+  return model
+
+
+def _checkpoint_path(path):
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest is None:  # no "checkpoint" state file: the newest prefix there
+      indexes = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")),
+                       key=lambda p: tf.io.gfile.stat(p).mtime_nsec)
+      latest = indexes[-1][:-len(".index")] if indexes else None
+    if latest is None:
+      raise CheckpointError(f"no checkpoint in directory {path}; point at a run's "
+                            "model_dir/checkpoints or at a checkpoint prefix")
+    return latest
+  if not tf.io.gfile.exists(path + ".index"):
+    raise CheckpointError(f"checkpoint {path} not found (no {path}.index); point at a "
+                          "run's model_dir/checkpoints or at a checkpoint prefix")
+  return path
+
+
+def _head_classes(path, head_index):
+  """The class count of the checkpoint's head (its last weighted layer's bias)."""
+  try:
+    reader = tf.train.load_checkpoint(path)
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError(f"{path} is not a readable TF checkpoint ({type(e).__name__}); "
+                          "it may be truncated or another format") from None
+  key = f"model/layer_with_weights-{head_index}/bias/.ATTRIBUTES/VARIABLE_VALUE"
+  shapes = reader.get_variable_to_shape_map()
+  if key not in shapes:
+    raise CheckpointError(f"{path} has no model head at {key.split('/.')[0]}; it was not "
+                          "written by this trainer for this architecture")
+  return shapes[key][0]
+
+
+def init_from_checkpoint(model, path, scope="backbone", build=None, head=HEAD):
+  """Initialises `model` from the trainer checkpoint at `path` (file prefix or dir).
+
+  scope "all": every weight, the head included (same class count required).
+  scope "backbone": all but `head`; `build(num_classes=)` makes the checkpoint's
+  architecture with its own head, restored, then copied over layer by layer.
+  """
+  if scope not in ("all", "backbone"):
+    raise CheckpointError(f"init scope {scope!r}: use 'all' or 'backbone'")
+  path = _checkpoint_path(path)
+  if scope == "all":
+    source = model
+  else:
+    if build is None:
+      raise CheckpointError("scope 'backbone' needs the model's builder")
+    weighted = [l for l in model.layers if l.weights]
+    head_index = [l.name for l in weighted].index(head)
+    source = build(num_classes=_head_classes(path, head_index))
+  try:
+    status = tf.train.Checkpoint(model=source).read(path)
+    status.assert_existing_objects_matched()
+  except (AssertionError, ValueError, IndexError, tf.errors.OpError) as e:
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    raise CheckpointError(f"checkpoint {path} does not fit model {model.name!r}: {first}; "
+                          "initialise from a checkpoint of the same architecture") from None
+  if source is not model:  # same architecture: weighted layers pair up in order
+    pairs = zip([l for l in source.layers if l.weights], [l for l in model.layers if l.weights])
+    for donor, layer in pairs:
+      if layer.name != head:
+        layer.set_weights(donor.get_weights())
+  return model
+
+
+@gin.configurable(module="zoo")
+def finetune_model(base=gin.REQUIRED, num_classes=gin.REQUIRED, init_checkpoint=None,
+                   init_scope="backbone", freeze=False):
+  """A zoo model for fine-tuning.
+
+  Args:
+    base: a builder called as `base(num_classes=)` (e.g. `@zoo.build`, with its
+      pretrained `weights`).
+    num_classes: the new task's classes (a fresh head).
+    init_checkpoint: a trainer checkpoint (prefix or directory) to start from.
+    init_scope: "backbone" (the checkpoint's head is dropped) or "all".
+    freeze: train the head only, the backbone frozen in inference mode.
+  """
+  model = base(num_classes=num_classes)
+  if init_checkpoint:
+    init_from_checkpoint(model, init_checkpoint, init_scope, build=base)
+  return freeze_backbone(model) if freeze else model
