@@ -21,6 +21,7 @@ from tricks import agc
 from tricks import extended_bn
 from tricks import recompute
 from tricks import sm3
+from zoo import finetune  # pylint: disable=unused-import  (zoo.finetune_model)
 from zoo import nfnet  # pylint: disable=unused-import
 from zoo import registry  # pylint: disable=unused-import  (zoo.build)
 from zoo import resnet_cifar  # pylint: disable=unused-import

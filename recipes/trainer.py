@@ -30,6 +30,9 @@ from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
 from tricks import layer_rng
 from tricks import weight_ema
+from zoo import finetune
+from zoo import nfnet_checkpoint
+from zoo import pretrained
 
 
 def check_model_dir_writable(model_dir):
@@ -337,7 +340,11 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
   counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
 
   with strategy.scope():
-    keras_model = model()
+    try:
+      keras_model = model()
+    except (pretrained.WeightsError, finetune.CheckpointError,
+            nfnet_checkpoint.ConversionError) as e:
+      raise ConfigError(str(e)) from None
     for transform in model_transforms:
       try:
         keras_model = transform(keras_model)

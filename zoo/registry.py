@@ -43,13 +43,18 @@ def _keras_application(application, preprocess):
 
   `weights`: None (random), "imagenet" (Keras's file, cached in `cache_dir`) or the
   path of a no-top .h5 weights file; `weights_sha256` pins the file's SHA-256.
+  `bn_momentum` overrides the application's BatchNorm momentum (0.99).
   """
 
   def build(num_classes, input_shape, weights=None, weights_sha256=None, cache_dir=None,
-            dropout=0.0):
+            dropout=0.0, bn_momentum=None):
     inputs = tf_keras.Input(input_shape, name="images")
     x = preprocess(inputs) if preprocess else inputs
     base = application(include_top=False, weights=None, input_tensor=x, pooling="avg")
+    if bn_momentum is not None:  # Keras's 0.99 settles slowly on small data sets
+      for layer in base.layers:
+        if isinstance(layer, tf_keras.layers.BatchNormalization):
+          layer.momentum = bn_momentum
     if weights:
       path = pretrained.weights_file(application.__name__, weights, cache_dir,
                                      weights_sha256)
