@@ -30,6 +30,7 @@ from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
 from tricks import layer_rng
 from tricks import weight_ema
+from zoo import export
 from zoo import finetune
 from zoo import nfnet_checkpoint
 from zoo import pretrained
@@ -280,7 +281,8 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
                        gradient_transforms=(), weight_decay_exclude=(), l2=0.0,
                        mixed_precision=None, jit_compile=False, deterministic_ops=True,
                        shot_thresholds=(100, 20), checkpoint_every_epochs=1,
-                       eval_every_epochs=5, keep_checkpoints=3, name=None, on_step=None):
+                       eval_every_epochs=5, keep_checkpoints=3, export_saved_model=False,
+                       name=None, on_step=None):
   """Trains `model` on `data` and writes the run's report to `model_dir`.
 
   Args:
@@ -309,6 +311,9 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
     deterministic_ops: TF's op determinism (same command, same metrics).
     shot_thresholds: (many_shot_above, few_shot_below) training counts.
     checkpoint_every_epochs, eval_every_epochs, keep_checkpoints: bookkeeping.
+    export_saved_model: also write model_dir/export, a SavedModel that takes encoded
+      images and has the evaluation preprocessing inside (zoo/export.py), with the
+      averaged weights when the optimizer keeps an EMA.
     name: the recipe's name, recorded in metrics.json.
     on_step: called as `on_step(step, loss, accuracy)` after every global batch.
   """
@@ -387,6 +392,22 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
   report.plot_per_class_accuracy(
       os.path.join(model_dir, "per_class_accuracy.png"), metrics,
       title=f"{name or source.name}: per-class accuracy vs. training count")
+  if export_saved_model:
+    write_export(os.path.join(model_dir, "export"), keras_model, trainer.optimizer, pipeline)
   report.write_text(os.path.join(model_dir, "operative_config.gin"),
                     gin.operative_config_str())
   return metrics
+
+
+def write_export(path, keras_model, optimizer, pipeline):
+  """The serving SavedModel, written beside `path` and then moved into place."""
+  partial = path + ".partial"
+  if tf.io.gfile.exists(partial):
+    tf.io.gfile.rmtree(partial)
+  with weight_ema.averaged_weights(optimizer, keras_model.trainable_variables):
+    export.export_saved_model(keras_model, partial, pipeline.eval_image_size,
+                              pipeline.mean.numpy().tolist(), pipeline.std.numpy().tolist(),
+                              pipeline.eval_crop_fraction)
+  if tf.io.gfile.exists(path):
+    tf.io.gfile.rmtree(path)
+  tf.io.gfile.rename(partial, path)

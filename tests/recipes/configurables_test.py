@@ -34,7 +34,8 @@ class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(RECIPES)
   def test_recipe_parses_strictly(self, name):
     parse(name, ["DATA_DIR = '/data/tfds'"])
-    self.assertIn("train_and_evaluate.model = @nfnet", gin.config_str())
+    model = ("@finetune_model" if name.endswith("_finetune.gin") else "@nfnet")
+    self.assertIn(f"train_and_evaluate.model = {model}", gin.config_str())
 
   def test_flagship_defaults(self):
     parse("nfnet_long_tail.gin")

@@ -100,6 +100,24 @@ class TrainerTest(tf.test.TestCase):
     for name in a:
       self.assertAllEqual(a[name], b[name], msg=name)
 
+  def test_exported_saved_model_serves_encoded_images_as_evaluated(self):
+    model_dir = os.path.join(self.get_temp_dir(), "run")
+    pipe = pipeline.InputPipeline(batch_size=32, image_size=16, random_crop_padding=1)
+    run(model_dir, epochs=1, pipeline=pipe, export_saved_model=True)
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "export.partial")))
+    source = digits.digits()
+    images, _ = next(iter(source.make_dataset("test", np.arange(6)).batch(6)))
+    encoded = tf.constant([tf.io.encode_png(i).numpy() for i in images.numpy()])
+    served = tf.saved_model.load(os.path.join(model_dir, "export")).signatures[
+        "serving_default"](images=encoded)
+    # The trained weights, restored into the same architecture, on eval preprocessing.
+    model = nfnet.nfnet("nano", num_classes=10, input_shape=(16, 16, 3),
+                        dropout=0.0, stochdepth_rate=0.0)
+    tf.train.Checkpoint(model=model).read(
+        tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))).expect_partial()
+    want = model(tf.stack([pipe.eval_image(i) for i in images]), training=False)
+    self.assertAllClose(served["logits"], want, rtol=1e-4, atol=1e-4)
+
   def test_run_leaves_its_report(self):
     model_dir = os.path.join(self.get_temp_dir(), "run")
     metrics = run(model_dir, epochs=1, name="tiny")

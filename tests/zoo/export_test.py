@@ -1,0 +1,45 @@
+"""SavedModel export: encoded images in, the Keras model's predictions out."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from zoo import export
+from zoo import resnet_cifar
+
+MEAN, STD = (0.5, 0.4, 0.3), (0.25, 0.2, 0.3)
+
+
+def encoded_images(n=3, size=20):
+  rng = np.random.default_rng(0)
+  pixels = rng.integers(0, 256, size=(n, size, size, 3), dtype=np.uint8)
+  return pixels, [tf.io.encode_png(p).numpy() for p in pixels]
+
+
+class ExportTest(tf.test.TestCase):
+
+  def test_reloaded_model_serves_the_keras_predictions(self):
+    model = resnet_cifar.resnet_cifar(8, num_classes=4, input_shape=(16, 16, 3))
+    x = tf.random.stateless_normal((8, 16, 16, 3), seed=[1, 2])
+    model(x, training=True)  # move the BN statistics away from their initial values
+    path = export.export_saved_model(model, os.path.join(self.get_temp_dir(), "sm"),
+                                     image_size=16, mean=MEAN, std=STD)
+    pixels, encoded = encoded_images()
+    # What evaluation feeds the model: resize (antialiased), then normalise.
+    images = tf.image.resize(tf.cast(pixels, tf.float32), [16, 16], antialias=True)
+    want = model((images / 255.0 - MEAN) / STD, training=False).numpy()
+
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        images=tf.constant(encoded))
+    self.assertAllClose(served["logits"], want, rtol=1e-4, atol=1e-5)
+    self.assertAllEqual(served["classes"], np.argmax(want, axis=-1))
+    self.assertAllClose(tf.reduce_sum(served["probabilities"], axis=-1), np.ones(3))
+
+  def test_refuses_what_is_not_a_keras_model(self):
+    with self.assertRaisesRegex(ValueError, "tf_keras model"):
+      export.export_saved_model(object(), self.get_temp_dir(), 16, MEAN, STD)
+
+
+if __name__ == "__main__":
+  tf.test.main()
