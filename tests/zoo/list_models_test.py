@@ -1,0 +1,37 @@
+"""//zoo:list prints a row per model with its parameter count and resolution."""
+
+import contextlib
+import io
+
+from absl import flags
+from absl.testing import flagsaver
+import tensorflow as tf
+
+from zoo import list_models
+
+
+class ListModelsTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    if not flags.FLAGS.is_parsed():
+      flags.FLAGS.mark_as_parsed()
+
+  def test_rows_with_published_counts(self):
+    out = io.StringIO()
+    with flagsaver.flagsaver(names=["resnet20_cifar", "inception_v3"]):
+      with contextlib.redirect_stdout(out):
+        list_models.main(["list"])
+    lines = out.getvalue().splitlines()
+    self.assertLen(lines, 3)  # header and two rows
+    self.assertRegex(lines[1], r"^resnet20_cifar\s+335,448\s+32px")  # at 1000 classes
+    self.assertRegex(lines[2], r"^inception_v3\s+23,851,784\s+299px")  # Keras: 23.9M
+
+  def test_unknown_name(self):
+    with flagsaver.flagsaver(names=["resnet51"]):
+      with self.assertRaisesRegex(Exception, "unknown zoo models \\['resnet51'\\]"):
+        list_models.main(["list"])
+
+
+if __name__ == "__main__":
+  tf.test.main()
