@@ -25,9 +25,9 @@ from recipes import evaluation
 from recipes import losses
 from recipes import report
 from recipes import schedules
-from recipes.data import long_tail as long_tail_lib
 from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
+from tricks import layer_lr
 from tricks import layer_rng
 from tricks import weight_ema
 from zoo import export
@@ -87,14 +87,23 @@ def check_model_fits(keras_model, num_classes, image_sizes):
           "make InputPipeline.image_size / eval_image_size match the model's input_shape")
 
 
+def layer_lr_error(e):
+  return ConfigError("train_and_evaluate.layer_learning_rates: "
+                     + str(e).removeprefix("layer learning rates: "))
+
+
 class Trainer:
   """State of one run: strategy, model, optimizer, data, metrics, checkpoint."""
 
   def __init__(self, model_dir, strategy, source, indices, train_counts, keras_model,
                optimizer, loss_fn, pipeline, epochs, seed, gradient_transforms, shot_thresholds,
                checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
-               jit_compile=False, l2=0.0, l2_exclude=()):
+               jit_compile=False, l2=0.0, l2_exclude=(), head_epochs=0,
+               layer_learning_rates=None, total_steps=None):
     self.model_dir = model_dir
+    self.head_epochs = head_epochs
+    self.layer_learning_rates = layer_learning_rates
+    self.head_only = False
     self.l2 = l2
     self.l2_decayed = [v for v in keras_model.trainable_variables
                        if l2 and not any(p in v.name for p in l2_exclude)]
@@ -114,6 +123,7 @@ class Trainer:
     self.train_counts = train_counts
     self.global_batch = pipeline.batch_size
     self.steps_per_epoch = pipeline.steps_per_epoch(len(indices))
+    self.total_steps = total_steps or epochs * self.steps_per_epoch
     with strategy.scope():
       self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
       self.train_loss = tf_keras.metrics.Mean("loss")
@@ -124,11 +134,27 @@ class Trainer:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, os.path.join(model_dir, "checkpoints"),
         max_to_keep=keep_checkpoints)
+    self.jit_compile = jit_compile
+    self._trace_train_step()
+    self._eval_step = tf.function(self._distributed_eval_step)
+
+  def _trace_train_step(self):
+    """Fresh step functions: they capture the trainable variables when traced."""
     self._compiled_forward_backward = (
-        tf.function(self._forward_backward, jit_compile=True) if jit_compile
+        tf.function(self._forward_backward, jit_compile=True) if self.jit_compile
         else self._forward_backward)
     self._train_step = tf.function(self._distributed_train_step)
-    self._eval_step = tf.function(self._distributed_eval_step)
+
+  def set_phase(self, epoch):
+    """Two-phase fine-tuning: the first `head_epochs` epochs train the head alone, the
+    backbone frozen (BatchNorm in inference mode); then every layer trains."""
+    head_only = epoch < self.head_epochs
+    if head_only != self.head_only:
+      finetune.freeze_backbone(self.model, frozen=head_only)
+      self.head_only = head_only
+      self._trace_train_step()
+      print(f"Epoch {epoch + 1}: " + ("head only, backbone frozen" if head_only
+                                      else "every layer trains"), flush=True)
 
   # -- steps -----------------------------------------------------------------
 
@@ -142,9 +168,11 @@ class Trainer:
       loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
       if self.model.losses:
         loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
-      if self.l2_decayed:
+      trained = {v.ref() for v in variables}
+      decayed = [v for v in self.l2_decayed if v.ref() in trained]
+      if decayed:
         loss += tf.nn.scale_regularization_loss(0.5 * self.l2 * tf.add_n(
-            [tf.reduce_sum(tf.square(tf.cast(v, tf.float32))) for v in self.l2_decayed]))
+            [tf.reduce_sum(tf.square(tf.cast(v, tf.float32))) for v in decayed]))
       scaled_loss = self.optimizer.get_scaled_loss(loss) if scaling else loss
     grads = tape.gradient(scaled_loss, variables)
     if scaling:
@@ -160,8 +188,11 @@ class Trainer:
     variables = self.model.trainable_variables
     for transform in self.transforms:
       grads = transform(grads, variables)
-    self.optimizer.apply_gradients(
-        zip(grads, variables), skip_gradients_aggregation=True)
+    if self.layer_learning_rates is None:
+      self.optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
+    else:
+      self.layer_learning_rates.apply_gradients(
+          self.optimizer, zip(grads, variables), skip_gradients_aggregation=True)
     self.train_loss.update_state(per_example)
     if labels.shape.rank == 2:  # soft targets (MixUp / CutMix): score their argmax
       labels = tf.argmax(labels, axis=-1, output_type=tf.int32)
@@ -191,11 +222,14 @@ class Trainer:
   def train_epoch(self, epoch, on_step=None):
     """Trains one epoch; `on_step(step, loss, accuracy)` sees every global batch."""
     dataset = self.pipeline.train_dataset(self.source, self.indices, epoch, self.seed)
+    steps = min(self.steps_per_epoch, self.total_steps - epoch * self.steps_per_epoch)
+    if steps < self.steps_per_epoch:  # a run measured in steps ends mid-epoch
+      dataset = dataset.take(steps)
     dist = self.strategy.experimental_distribute_dataset(dataset)
     self.train_loss.reset_state()
     self.train_accuracy.reset_state()
     bar = tf_keras.utils.Progbar(
-        self.steps_per_epoch, stateful_metrics=["loss", "accuracy"], unit_name="step")
+        steps, stateful_metrics=["loss", "accuracy"], unit_name="step")
     for step, batch in enumerate(dist):
       loss, accuracy = self._train_step(batch)
       if on_step is not None:
@@ -236,6 +270,7 @@ class Trainer:
     first = int(self.epoch.numpy())
     for epoch in range(first, self.epochs):
       print(f"Epoch {epoch + 1}/{self.epochs}", flush=True)
+      self.set_phase(epoch)
       self.train_epoch(epoch, on_step)
       self.epoch.assign(epoch + 1)
       with train_writer.as_default(step=epoch + 1):
@@ -246,10 +281,11 @@ class Trainer:
         self.manager.save(checkpoint_number=epoch + 1)
       if self.eval_every_epochs and (epoch + 1) % self.eval_every_epochs == 0:
         self._write_eval_summaries(eval_writer, self.evaluate(), epoch + 1)
+    self.set_phase(self.epochs)
     metrics = self.evaluate()
     self._write_eval_summaries(eval_writer, metrics, self.epochs)
     metrics.update(
-        epochs=self.epochs, seed=self.seed, data=self.source.name,
+        epochs=self.epochs, steps=self.total_steps, seed=self.seed, data=self.source.name,
         class_names=[str(name) for name in self.source.class_names],
         num_train_examples=int(len(self.indices)), global_batch_size=self.global_batch,
         num_replicas=self.strategy.num_replicas_in_sync,
@@ -282,7 +318,8 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
                        mixed_precision=None, jit_compile=False, deterministic_ops=True,
                        shot_thresholds=(100, 20), checkpoint_every_epochs=1,
                        eval_every_epochs=5, keep_checkpoints=3, export_saved_model=False,
-                       name=None, on_step=None):
+                       steps=None, head_epochs=0, unfreeze_lr_scale=0.1,
+                       layer_learning_rates=None, hyperrule=None, name=None, on_step=None):
   """Trains `model` on `data` and writes the run's report to `model_dir`.
 
   Args:
@@ -299,6 +336,18 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
     optimizer: a tf_keras optimizer class, called with `learning_rate=`.
     learning_rate: called as `learning_rate(total_steps=, steps_per_epoch=)`.
     epochs, seed: length of the run, and the seed of every random choice.
+    steps: None, or the run's length in global steps (overrides `epochs`; the last
+      epoch is cut short).
+    head_epochs: two-phase fine-tuning: the first `head_epochs` epochs train the
+      "logits" head alone (backbone frozen, BatchNorm in inference mode) on
+      `learning_rate` built for those steps; then every layer trains on
+      `unfreeze_lr_scale` x `learning_rate` built for the remaining steps.
+    layer_learning_rates: {name regex: multiplier}: per-layer-group learning rates
+      (tricks/layer_lr.py), first match wins, unmatched variables keep the rate.
+    hyperrule: a rule (e.g. `@BitHyperRule()`) that sets the run's steps, learning
+      rate, training resolution and MixUp from the training set's size and image
+      resolution, in place of `steps`/`epochs`, `learning_rate` and those pipeline
+      bindings.
     gradient_transforms: callables `(grads, variables) -> grads` (e.g. AGC),
       applied to unscaled, all-reduced gradients.
     weight_decay_exclude: variable-name substrings that are not decayed, neither by
@@ -319,6 +368,13 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
   """
   if epochs < 1:
     raise ConfigError(f"train_and_evaluate.epochs must be >= 1, got {epochs}")
+  if steps is not None and steps < 1:
+    raise ConfigError(f"train_and_evaluate.steps must be >= 1 or None, got {steps}")
+  try:
+    layer_lrs = (layer_lr.LayerLearningRates(layer_learning_rates)
+                 if layer_learning_rates is not None else None)
+  except ValueError as e:
+    raise layer_lr_error(e) from None
   tf_keras.backend.experimental.enable_tf_random_generator()
   tf_keras.utils.set_random_seed(seed)
   if deterministic_ops:
@@ -341,7 +397,16 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
     raise ConfigError(
         f"the training split has {len(indices)} examples, fewer than one global batch "
         f"of {pipeline.batch_size}; lower InputPipeline.batch_size")
+  rule_note = None
+  if hyperrule is not None:
+    steps, learning_rate, rule_note = apply_hyperrule(hyperrule, source, indices, pipeline)
   steps_per_epoch = pipeline.steps_per_epoch(len(indices))
+  if steps is not None:
+    epochs = -(-steps // steps_per_epoch)
+  total_steps = steps or epochs * steps_per_epoch
+  if not 0 <= head_epochs < epochs:
+    raise ConfigError(f"train_and_evaluate.head_epochs={head_epochs} must be in [0, "
+                      f"epochs={epochs}): the whole model trains after the head")
   counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
 
   with strategy.scope():
@@ -357,8 +422,23 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
         raise ConfigError(f"train_and_evaluate.model_transforms: {e}") from None
     check_model_fits(keras_model, source.num_classes,
                      {pipeline.image_size, pipeline.eval_image_size})
-    opt = optimizer(learning_rate=learning_rate(
-        total_steps=epochs * steps_per_epoch, steps_per_epoch=steps_per_epoch))
+    if head_epochs:
+      try:
+        keras_model.get_layer(finetune.HEAD)
+      except ValueError:
+        raise ConfigError(f"train_and_evaluate.head_epochs needs a model with a "
+                          f"{finetune.HEAD!r} head layer; {keras_model.name!r} has none "
+                          "(use a zoo model)") from None
+      head_steps = head_epochs * steps_per_epoch
+      schedule = schedules.TwoPhaseSchedule(
+          head_steps,
+          learning_rate(total_steps=head_steps, steps_per_epoch=steps_per_epoch),
+          learning_rate(total_steps=total_steps - head_steps,
+                        steps_per_epoch=steps_per_epoch),
+          scale=unfreeze_lr_scale)
+    else:
+      schedule = learning_rate(total_steps=total_steps, steps_per_epoch=steps_per_epoch)
+    opt = optimizer(learning_rate=schedule)
     if weight_decay_exclude:
       opt.exclude_from_weight_decay(var_names=list(weight_decay_exclude))
     if mixed_precision == "mixed_float16":
@@ -367,6 +447,11 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
     # run resumed at its last epoch evaluates with its averages too.
     getattr(opt, "inner_optimizer", opt).build(keras_model.trainable_variables)
     loss_fn = loss(class_counts=counts)
+    if layer_lrs is not None:
+      try:
+        groups = layer_lrs.build(keras_model.trainable_variables)
+      except ValueError as e:
+        raise layer_lr_error(e) from None
   transforms = list(gradient_transforms)
   for transform in transforms:
     if hasattr(transform, "build"):
@@ -382,12 +467,21 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
   print(f"{source.name}: {len(indices)} training examples (per class {counts.tolist()}), "
         f"{len(source.test_labels)} test; {steps_per_epoch} steps of {pipeline.batch_size} "
         f"an epoch on {replicas} replica(s); writing to {model_dir}", flush=True)
+  if rule_note:
+    print(rule_note, flush=True)
+  if layer_lrs is not None:
+    print("layer learning rates: " + ", ".join(
+        f"{n} variables x{m:g}" for m, n in sorted(groups.items())), flush=True)
   trainer = Trainer(model_dir, strategy, source, indices, counts, keras_model, opt, loss_fn,
                     pipeline, epochs, seed, transforms, shot_thresholds,
                     checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
-                    jit_compile=jit_compile, l2=l2, l2_exclude=weight_decay_exclude)
+                    jit_compile=jit_compile, l2=l2, l2_exclude=weight_decay_exclude,
+                    head_epochs=head_epochs, layer_learning_rates=layer_lrs,
+                    total_steps=total_steps)
   metrics = trainer.run(on_step)
   metrics["recipe"] = name
+  if rule_note:
+    metrics["hyperrule"] = rule_note
   report.write_json(os.path.join(model_dir, "metrics.json"), metrics)
   report.plot_per_class_accuracy(
       os.path.join(model_dir, "per_class_accuracy.png"), metrics,
@@ -397,6 +491,27 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
   report.write_text(os.path.join(model_dir, "operative_config.gin"),
                     gin.operative_config_str())
   return metrics
+
+
+def apply_hyperrule(rule, source, indices, pipeline):
+  """(steps, learning-rate builder, description) from `rule`; sets the pipeline's
+  training resolution and MixUp. The first training image stands for the data set's
+  resolution."""
+  num_examples = len(indices)
+  first = next(iter(source.make_dataset("train", np.asarray(indices[:1]))))
+  height, width = (int(d) for d in first[0].shape[:2])
+  resize, crop = rule.resolution(height, width)
+  pipeline.train_resize, pipeline.image_size, pipeline.eval_image_size = resize, crop, crop
+  if not pipeline.cutmix_alpha:
+    pipeline.mixup_alpha = rule.mixup_alpha(num_examples)
+  schedule = rule.learning_rate(num_examples, pipeline.batch_size)
+
+  def learning_rate(total_steps, steps_per_epoch):
+    del total_steps, steps_per_epoch
+    return schedule
+
+  note = rule.describe(num_examples, height, width, pipeline.batch_size)
+  return rule.steps(num_examples), learning_rate, note
 
 
 def write_export(path, keras_model, optimizer, pipeline):

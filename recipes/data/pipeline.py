@@ -29,6 +29,8 @@ class InputPipeline:
   Args:
     batch_size: the global batch, split evenly over replicas.
     image_size: training resolution (square).
+    train_resize: None, or a larger square size training images are resized to
+      before a random `image_size` crop (BiT's 160 -> 128; Kolesnikov et al. 2020).
     eval_image_size: test resolution; None uses `image_size`.
     eval_crop_fraction: centre crop kept before resizing test images (1 keeps all).
     random_crop_padding: pixels of edge padding before a random crop (translation).
@@ -48,7 +50,7 @@ class InputPipeline:
       a mixed batch uses CutMix, and the label smoothing applied with them.
   """
 
-  def __init__(self, batch_size=32, image_size=64, eval_image_size=None,
+  def __init__(self, batch_size=32, image_size=64, train_resize=None, eval_image_size=None,
                eval_crop_fraction=1.0, random_crop_padding=0, random_flip=False,
                randaugment=None, mean=IMAGENET_MEAN, std=IMAGENET_STD,
                shuffle_buffer=10000, deterministic=True, echo_factor=1.0,
@@ -60,6 +62,10 @@ class InputPipeline:
                        f"{ECHO_PLACEMENTS}")
     self.batch_size = batch_size
     self.image_size = image_size
+    if train_resize is not None and train_resize < image_size:
+      raise ValueError(f"InputPipeline.train_resize={train_resize} is smaller than "
+                       f"image_size={image_size}; resize to at least the crop size")
+    self.train_resize = train_resize
     self.eval_image_size = eval_image_size or image_size
     self.eval_crop_fraction = eval_crop_fraction
     self.random_crop_padding = random_crop_padding
@@ -97,7 +103,10 @@ class InputPipeline:
   def _augment(self, image, seed):
     """Resize, then seeded crop-with-padding, flip and RandAugment (uint8 in)."""
     size = self.image_size
-    image = tf.image.resize(image, [size, size], antialias=True)
+    resize = self.train_resize or size
+    image = tf.image.resize(image, [resize, resize], antialias=True)
+    if resize > size:
+      image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed + 2)
     if self.random_crop_padding:
       pad = self.random_crop_padding
       image = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode="SYMMETRIC")
