@@ -7,6 +7,7 @@ use (e.g. `@tf_keras.optimizers.SGD`, `@AdaptiveGradClip()`).
 import gin
 import tf_keras
 
+from recipes import bit_hyperrule  # pylint: disable=unused-import
 from recipes import losses  # pylint: disable=unused-import  (registers its builders)
 from recipes import schedules  # pylint: disable=unused-import
 from recipes import trainer  # pylint: disable=unused-import

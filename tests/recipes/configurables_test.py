@@ -34,8 +34,19 @@ class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(RECIPES)
   def test_recipe_parses_strictly(self, name):
     parse(name, ["DATA_DIR = '/data/tfds'"])
-    model = ("@finetune_model" if name.endswith("_finetune.gin") else "@nfnet")
+    model = ("@finetune_model" if name.endswith(("_finetune.gin", "_bit.gin")) else "@nfnet")
     self.assertIn(f"train_and_evaluate.model = {model}", gin.config_str())
+
+  @parameterized.parameters(n for n in RECIPES if n.endswith("_finetune.gin"))
+  def test_bit_hyperrule_goes_on_any_finetune_recipe(self, name):
+    gin.add_config_file_search_path(ROOT)
+    gin.parse_config_files_and_bindings(
+        [os.path.join(ROOT, "recipes", name),
+         os.path.join(ROOT, "recipes/configs/runs/bit_hyperrule.gin")], [], skip_unknown=False)
+    self.assertEqual(gin.query_parameter("train_and_evaluate.hyperrule").selector,
+                     "BitHyperRule")
+    self.assertEqual(gin.query_parameter("%BATCH_SIZE"), 512)
+    self.assertEqual(gin.query_parameter("zoo.build.input_shape"), (None, None, 3))
 
   def test_flagship_defaults(self):
     parse("nfnet_long_tail.gin")

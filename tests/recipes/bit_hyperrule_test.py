@@ -1,0 +1,124 @@
+"""BiT-HyperRule against the paper (Kolesnikov et al. 2020, sec. 3.3) and its released
+rule (google-research/big_transfer, bit_hyperrule.py), then through the trainer."""
+
+import os
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from recipes import bit_hyperrule
+from recipes import losses
+from recipes import trainer
+from recipes.data import digits
+from recipes.data import long_tail
+from recipes.data import pipeline
+from recipes.data import source as source_lib
+from zoo import registry
+
+# The published supports (steps): warm-up end, three 10x decays, end of training.
+PUBLISHED = [(500, (100, 200, 300, 400, 500)),
+             (19_999, (100, 200, 300, 400, 500)),
+             (20_000, (500, 3000, 6000, 9000, 10_000)),
+             (499_999, (500, 3000, 6000, 9000, 10_000)),
+             (500_000, (500, 6000, 12_000, 18_000, 20_000)),
+             (1_281_167, (500, 6000, 12_000, 18_000, 20_000))]
+
+
+def released_rate(step, supports, base_lr):
+  """big_transfer's get_lr, as released (None past the end)."""
+  if step < supports[0]:
+    return base_lr * step / supports[0]
+  if step >= supports[-1]:
+    return None
+  for s in supports[1:]:
+    if s < step:
+      base_lr /= 10
+  return base_lr
+
+
+class BitHyperRuleTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(*PUBLISHED)
+  def test_schedule_length_from_data_size(self, size, supports):
+    rule = bit_hyperrule.BitHyperRule()
+    self.assertEqual(rule.supports(size), supports)
+    self.assertEqual(rule.steps(size), supports[-1])
+
+  @parameterized.parameters(*PUBLISHED[::2])
+  def test_rate_is_the_released_rule(self, size, supports):
+    schedule = bit_hyperrule.BitHyperRule().learning_rate(size, batch_size=512)
+    steps = sorted({0, 1, supports[-1] - 1} | {s + d for s in supports[:-1] for d in (-1, 0, 1)})
+    got = [float(schedule(s)) for s in steps]
+    want = [released_rate(s, supports, 0.003) for s in steps]
+    self.assertAllClose(got, want, rtol=1e-5, atol=1e-12)
+
+  def test_rate_follows_the_batch(self):
+    schedule = bit_hyperrule.BitHyperRule().learning_rate(1000, batch_size=128)
+    self.assertAllClose(float(schedule(100)), 0.003 / 4)
+
+  @parameterized.parameters(((8, 8), (160, 128)), ((32, 32), (160, 128)),
+                            ((95, 97), (160, 128)), ((96, 96), (512, 480)),
+                            ((375, 500), (512, 480)))
+  def test_resolution_from_image_area(self, size, want):
+    self.assertEqual(bit_hyperrule.BitHyperRule().resolution(*size), want)
+
+  def test_mixup_from_twenty_thousand_examples(self):
+    rule = bit_hyperrule.BitHyperRule()
+    self.assertEqual(rule.mixup_alpha(19_999), 0.0)
+    self.assertEqual(rule.mixup_alpha(20_000), 0.1)
+
+  def test_shortened_schedule_keeps_its_shape(self):
+    self.assertEqual(bit_hyperrule.BitHyperRule(schedule_scale=0.1).supports(100),
+                     (10, 20, 30, 40, 50))
+    self.assertEqual(bit_hyperrule.BitHyperRule(schedule_scale=0.001).supports(100),
+                     (1, 2, 3, 4, 5))
+    with self.assertRaisesRegex(ValueError, "schedule_scale=0 must be in"):
+      bit_hyperrule.BitHyperRule(schedule_scale=0)
+
+  def test_trainer_takes_length_rate_resolution_and_mixup_from_the_data(self):
+    images = np.zeros([1, 40, 40, 3], np.uint8)
+    labels = np.arange(20_000) % 10
+    big = source_lib.Source(
+        "big", [str(c) for c in range(10)], labels, labels[:10],
+        lambda split, indices: tf.data.Dataset.from_tensor_slices((images, labels[:1])))
+    feed = pipeline.InputPipeline(batch_size=64, image_size=8)
+    steps, learning_rate, note = trainer.apply_hyperrule(
+        bit_hyperrule.BitHyperRule(), big, np.arange(20_000), feed)
+    self.assertEqual(steps, 10_000)
+    self.assertEqual((feed.train_resize, feed.image_size, feed.eval_image_size),
+                     (160, 128, 128))
+    self.assertEqual(feed.mixup_alpha, 0.1)
+    schedule = learning_rate(total_steps=123, steps_per_epoch=1)
+    self.assertAllClose(float(schedule(5000)), 0.003 * 64 / 512 / 10)  # past 3000 only
+    self.assertIn("20000 examples (medium) -> 10000 steps", note)
+
+  def test_a_run_under_the_rule(self):
+    tf_keras.backend.clear_session()
+    rule = bit_hyperrule.BitHyperRule(schedule_scale=0.02, small_resolution=(20, 16))
+    rates = []
+    original = trainer.Trainer.train_epoch
+
+    def train_epoch(self, epoch, on_step=None):
+      original(self, epoch, on_step)
+      rates.append(float(self.optimizer.learning_rate))
+
+    with tf.compat.v1.test.mock.patch.object(trainer.Trainer, "train_epoch", train_epoch):
+      metrics = trainer.train_and_evaluate(
+          os.path.join(self.get_temp_dir(), "run"), tf.distribute.OneDeviceStrategy("/cpu:0"),
+          data=digits.digits,
+          model=lambda: registry.build("resnet20_cifar", num_classes=10,
+                                       input_shape=(None, None, 3)),
+          pipeline=pipeline.InputPipeline(batch_size=32, image_size=64),
+          long_tail=long_tail.LongTail(rho=1, n_max=20), loss=losses.cross_entropy,
+          epochs=99, hyperrule=rule, eval_every_epochs=0)
+    self.assertEqual(metrics["steps"], 10)  # supports (2, 4, 6, 8, 10)
+    self.assertEqual(metrics["epochs"], 2)  # 200 examples: 6 steps an epoch
+    self.assertIn("8x8 images -> resize 20, crop 16", metrics["hyperrule"])
+    # After the last step (10): three decays passed.
+    self.assertAllClose(rates[-1], 0.003 * 32 / 512 / 1000)
+
+
+if __name__ == "__main__":
+  tf.test.main()
