@@ -9,9 +9,12 @@ the backbone.
   moving statistics, so the frozen backbone runs in inference mode while the head
   trains.
 - `init_from_checkpoint(model, path, scope)`: Model Garden's `init_checkpoint`
-  semantics for the trainer's checkpoints (`model_dir/checkpoints`): "all" restores
-  every weight; "backbone" every weight but the head, whatever class count the
-  checkpoint was trained for.
+  semantics: "all" restores every weight; "backbone" every weight but the head,
+  whatever class count the checkpoint was trained for. It reads the trainer's
+  checkpoints (`model_dir/checkpoints`) and Model Garden's own image-classification
+  checkpoints (root objects `backbone`, `model`, `optimizer`, `global_step`, as
+  official/core/base_trainer.py writes them) into zoo models with a Model Garden
+  backbone (resnet50_v1_5), as official/vision/tasks/image_classification.py does.
 - `finetune_model`: the Gin entry gluing these to a zoo builder.
 """
 
@@ -22,6 +25,10 @@ import tensorflow as tf
 import tf_keras
 
 HEAD = "logits"
+BACKBONE = "backbone"  # the nested Model Garden backbone of a zoo model
+# Model Garden's ClassificationModel: its weighted layers are the backbone, then the head
+# (without add_head_batch_norm).
+GARDEN_HEAD = "model/layer_with_weights-1/{}/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 class CheckpointError(ValueError):
@@ -63,23 +70,65 @@ def _checkpoint_path(path):
   return path
 
 
-def _head_classes(path, head_index):
-  """The class count of the checkpoint's head (its last weighted layer's bias)."""
+def _reader(path):
   try:
-    reader = tf.train.load_checkpoint(path)
+    return tf.train.load_checkpoint(path)
   except (tf.errors.OpError, ValueError) as e:
     raise CheckpointError(f"{path} is not a readable TF checkpoint ({type(e).__name__}); "
                           "it may be truncated or another format") from None
+
+
+def is_model_garden(reader):
+  """Whether a checkpoint is Model Garden's (a root `backbone` beside `model`)."""
+  return any(k.startswith(BACKBONE + "/") for k in reader.get_variable_to_shape_map())
+
+
+def _head_classes(path, head_index):
+  """The class count of the checkpoint's head (its last weighted layer's bias)."""
   key = f"model/layer_with_weights-{head_index}/bias/.ATTRIBUTES/VARIABLE_VALUE"
-  shapes = reader.get_variable_to_shape_map()
+  shapes = _reader(path).get_variable_to_shape_map()
   if key not in shapes:
     raise CheckpointError(f"{path} has no model head at {key.split('/.')[0]}; it was not "
                           "written by this trainer for this architecture")
   return shapes[key][0]
 
 
+def _read_failed(path, model, e):
+  first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+  return CheckpointError(f"checkpoint {path} does not fit model {model.name!r}: {first}; "
+                         "initialise from a checkpoint of the same architecture")
+
+
+def init_from_model_garden(model, path, reader, scope="backbone", head=HEAD):
+  """Model Garden's `initialize`: its checkpoint's `backbone` into the model's nested
+  Model Garden backbone; with scope "all" its head (Dense kernel and bias) too."""
+  try:
+    backbone = model.get_layer(BACKBONE)
+  except ValueError:
+    raise CheckpointError(f"{path} is a Model Garden checkpoint; it initialises zoo models "
+                          f"with a Model Garden backbone (resnet50_v1_5), not "
+                          f"{model.name!r}") from None
+  try:
+    status = tf.train.Checkpoint(backbone=backbone).read(path)
+    status.expect_partial().assert_existing_objects_matched()
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    raise _read_failed(path, model, e) from None
+  if scope == "all":
+    layer = model.get_layer(head)
+    shapes = reader.get_variable_to_shape_map()
+    for variable, part in ((layer.kernel, "kernel"), (layer.bias, "bias")):
+      key = GARDEN_HEAD.format(part)
+      if shapes.get(key) != variable.shape.as_list():
+        raise CheckpointError(
+            f"{path}: Model Garden head {part} {shapes.get(key)} does not fit the model's "
+            f"{variable.shape.as_list()}; use init_scope 'backbone' for a new class count")
+      variable.assign(reader.get_tensor(key))
+  return model
+
+
 def init_from_checkpoint(model, path, scope="backbone", build=None, head=HEAD):
-  """Initialises `model` from the trainer checkpoint at `path` (file prefix or dir).
+  """Initialises `model` from the checkpoint at `path` (file prefix or dir): the
+  trainer's, or Model Garden's (see `init_from_model_garden`).
 
   scope "all": every weight, the head included (same class count required).
   scope "backbone": all but `head`; `build(num_classes=)` makes the checkpoint's
@@ -88,6 +137,9 @@ def init_from_checkpoint(model, path, scope="backbone", build=None, head=HEAD):
   if scope not in ("all", "backbone"):
     raise CheckpointError(f"init scope {scope!r}: use 'all' or 'backbone'")
   path = _checkpoint_path(path)
+  reader = _reader(path)
+  if is_model_garden(reader):
+    return init_from_model_garden(model, path, reader, scope, head)
   if scope == "all":
     source = model
   else:
@@ -100,9 +152,7 @@ def init_from_checkpoint(model, path, scope="backbone", build=None, head=HEAD):
     status = tf.train.Checkpoint(model=source).read(path)
     status.assert_existing_objects_matched()
   except (AssertionError, ValueError, IndexError, tf.errors.OpError) as e:
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-    raise CheckpointError(f"checkpoint {path} does not fit model {model.name!r}: {first}; "
-                          "initialise from a checkpoint of the same architecture") from None
+    raise _read_failed(path, model, e) from None
   if source is not model:  # same architecture: weighted layers pair up in order
     pairs = zip([l for l in source.layers if l.weights], [l for l in model.layers if l.weights])
     for donor, layer in pairs:

@@ -76,12 +76,16 @@ def caffe_input(inputs):
 def _resnet_v1_5(model_id):
   """Model Garden's ResNet backbone (v1.5: stride on the 3x3 convolution)."""
 
-  def build(num_classes, input_shape, dropout=0.0, **backbone_kwargs):
+  def build(num_classes, input_shape, dropout=0.0, weights=None, **backbone_kwargs):
+    if weights is not None:
+      raise pretrained.WeightsError(
+          f"resnet{model_id}_v1_5 has no weights file (weights={weights!r}); set weights to "
+          "None and start from a Model Garden checkpoint (finetune_model.init_checkpoint)")
     from official.vision.modeling.backbones import resnet  # pylint: disable=g-import-not-at-top
     backbone = resnet.ResNet(
         model_id=model_id,
         input_specs=tf_keras.layers.InputSpec(shape=[None, *input_shape]),
-        **backbone_kwargs)
+        name="backbone", **backbone_kwargs)
     inputs = tf_keras.Input(input_shape, name="images")
     features = backbone(inputs)
     x = tf_keras.layers.GlobalAveragePooling2D(name="pool")(features[max(features)])

@@ -8,6 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 from zoo import finetune
+from zoo import registry
 from zoo import resnet_cifar
 
 build = functools.partial(resnet_cifar.resnet_cifar, 8, input_shape=(8, 8, 3))
@@ -82,6 +83,42 @@ class FinetuneTest(tf.test.TestCase):
     self.assertAllEqual(model.get_layer("logits").kernel, source.get_layer("logits").kernel)
     x = images(2)
     self.assertAllClose(model(x), source(x))
+
+  def test_model_garden_checkpoint_initialises_resnet50_v1_5(self):
+    from official.vision.modeling import classification_model  # pylint: disable=g-import-not-at-top
+    from official.vision.modeling.backbones import resnet  # pylint: disable=g-import-not-at-top
+    tf_keras.utils.set_random_seed(1)
+    specs = tf_keras.layers.InputSpec(shape=[None, 32, 32, 3])
+    garden = classification_model.ClassificationModel(
+        resnet.ResNet(model_id=50, input_specs=specs), num_classes=7, input_specs=specs)
+    # As official/core/base_trainer.py checkpoints a ClassificationModel.
+    path = tf.train.Checkpoint(
+        global_step=tf.Variable(5, dtype=tf.int64), model=garden,
+        optimizer=tf_keras.optimizers.SGD(0.1), **garden.checkpoint_items).write(
+            os.path.join(self.get_temp_dir(), "garden", "ckpt-5"))
+    x = images()[:2]
+    x = tf.image.resize(x, [32, 32])
+
+    ours = registry.build("resnet50_v1_5", num_classes=7, input_shape=(32, 32, 3))
+    finetune.init_from_checkpoint(ours, os.path.dirname(path), scope="all")
+    theirs = garden.backbone.weights
+    self.assertLen(ours.get_layer("backbone").weights, len(theirs))
+    for a, b in zip(ours.get_layer("backbone").weights, theirs):
+      self.assertAllEqual(a, b, msg=b.name)
+    self.assertAllClose(ours(x, training=False), garden(x, training=False), atol=1e-5)
+
+    other = registry.build("resnet50_v1_5", num_classes=10, input_shape=(32, 32, 3))
+    head = other.get_layer("logits").get_weights()
+    finetune.init_from_checkpoint(other, path, scope="backbone")
+    self.assertAllClose(other.get_layer("backbone")(x, training=False)["5"],
+                        garden.backbone(x, training=False)["5"], atol=1e-5)
+    for before, after in zip(head, other.get_layer("logits").get_weights()):
+      self.assertAllEqual(before, after)
+    with self.assertRaisesRegex(finetune.CheckpointError,
+                                r"head kernel \[2048, 7\] does not fit .* init_scope 'backbone'"):
+      finetune.init_from_checkpoint(other, path, scope="all")
+    with self.assertRaisesRegex(finetune.CheckpointError, "is a Model Garden checkpoint"):
+      finetune.init_from_checkpoint(build(num_classes=7), path, scope="backbone")
 
   def test_bad_checkpoints_are_one_clear_error(self):
     _, prefix = self.pretrained_checkpoint(classes=5)

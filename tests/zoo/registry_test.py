@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from zoo import pretrained
 from zoo import registry
 
 # Published parameter counts in millions, at 1000 classes unless noted, and sources:
@@ -74,6 +75,11 @@ class RegistryTest(tf.test.TestCase, parameterized.TestCase):
   def test_unknown_name(self):
     with self.assertRaisesRegex(ValueError, "unknown zoo model 'resnet51'.*//zoo:list"):
       registry.build("resnet51")
+
+  def test_model_garden_resnet_takes_checkpoints_not_weight_files(self):
+    with self.assertRaisesRegex(pretrained.WeightsError,
+                                "resnet50_v1_5 has no weights file .* Model Garden checkpoint"):
+      registry.build("resnet50_v1_5", num_classes=3, weights="imagenet")
 
 
 if __name__ == "__main__":
