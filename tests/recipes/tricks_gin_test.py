@@ -48,6 +48,9 @@ TRICKS = {
     "randaugment": ["InputPipeline.randaugment = (2, 5)"],
     "l2": ["train_and_evaluate.l2 = 5e-4", "tf_keras.optimizers.SGD.weight_decay = None"],
     "xla": ["train_and_evaluate.jit_compile = True"],
+    # Per-layer-group rates, under float16 loss scaling (the LossScaleOptimizer path).
+    "layer_lr": ["train_and_evaluate.layer_learning_rates = {'logits': 1.0, '.*': 0.3}",
+                 "train_and_evaluate.mixed_precision = 'mixed_float16'"],
 }
 
 BASE = ["EPOCHS = 3", "warmup_cosine.warmup_epochs = 0", "LEARNING_RATE = 0.05",
