@@ -429,6 +429,11 @@ def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQU
         raise ConfigError(f"train_and_evaluate.head_epochs needs a model with a "
                           f"{finetune.HEAD!r} head layer; {keras_model.name!r} has none "
                           "(use a zoo model)") from None
+      head = keras_model.get_layer(finetune.HEAD)
+      if len(keras_model.trainable_variables) == len(head.trainable_variables):
+        raise ConfigError("train_and_evaluate.head_epochs with a frozen backbone: the second "
+                          "phase would unfreeze it; use HEAD_EPOCHS (two phases) or "
+                          "FREEZE_BACKBONE (head only), not both")
       head_steps = head_epochs * steps_per_epoch
       schedule = schedules.TwoPhaseSchedule(
           head_steps,

@@ -40,16 +40,18 @@ class FinetuneRecipesTest(tf.test.TestCase, parameterized.TestCase):
   def test_finetuned_beats_scratch(self, recipe):
     tmp = self.get_temp_dir()
     extra, pretrain_rate = RECIPES[recipe]
-    pre = self.run_recipe(recipe, os.path.join(tmp, "pretrain"), extra + [
+    no_export = ["train_and_evaluate.export_saved_model = False"]  # the tuned run exports
+    pre = self.run_recipe(recipe, os.path.join(tmp, "pretrain"), extra + no_export + [
         "SHOTS = 50", "EPOCHS = 4", f"LEARNING_RATE = {pretrain_rate}"])
     few_shot = extra + ["SHOTS = 5", "EPOCHS = 8"]
-    scratch = self.run_recipe(recipe, os.path.join(tmp, "scratch"), few_shot)
+    scratch = self.run_recipe(recipe, os.path.join(tmp, "scratch"), few_shot + no_export)
     tuned = self.run_recipe(recipe, os.path.join(tmp, "tuned"), few_shot + [
         f"INIT_CHECKPOINT = '{os.path.join(tmp, 'pretrain', 'checkpoints')}'"])
     print(f"{recipe}: pretrained {pre['balanced_accuracy']:.3f}, fine-tuned "
           f"{tuned['balanced_accuracy']:.3f}, scratch {scratch['balanced_accuracy']:.3f}")
     self.assertEqual(tuned["num_train_examples"], 50)
     self.assertGreater(tuned["balanced_accuracy"], scratch["balanced_accuracy"] + 0.1)
+    self.assertTrue(os.path.isdir(os.path.join(tmp, "tuned", "export")))
 
 
 if __name__ == "__main__":

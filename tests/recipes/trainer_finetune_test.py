@@ -15,6 +15,7 @@ from recipes.data import digits
 from recipes.data import long_tail
 from recipes.data import pipeline
 from recipes.errors import ConfigError
+from zoo import finetune
 from zoo import registry
 
 RATE = 0.05
@@ -135,7 +136,10 @@ class TrainerFinetuneTest(tf.test.TestCase):
       run(os.path.join(tmp, "c"), Recorder(), layer_learning_rates={"(": 0.1})
     with self.assertRaisesRegex(ConfigError, "steps must be >= 1"):
       run(os.path.join(tmp, "d"), Recorder(), steps=0)
-    for name in "abcd":
+    frozen = lambda: finetune.freeze_backbone(Recorder()())
+    with self.assertRaisesRegex(ConfigError, "HEAD_EPOCHS .* or FREEZE_BACKBONE"):
+      run(os.path.join(tmp, "e"), frozen, head_epochs=1)
+    for name in "abcde":
       self.assertFalse(os.path.exists(os.path.join(tmp, name)))
 
 
