@@ -5,7 +5,6 @@ import functools
 import os
 from unittest import mock
 
-import numpy as np
 import tensorflow as tf
 import tf_keras
 

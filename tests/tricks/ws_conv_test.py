@@ -3,7 +3,6 @@
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
-import tf_keras
 
 from tricks import ws_conv
 
