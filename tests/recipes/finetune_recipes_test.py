@@ -14,8 +14,8 @@ from recipes import trainer
 
 # recipe -> (bindings that keep it CPU-sized, pretraining rate). Keras's BN momentum 0.99
 # does not settle in a few hundred steps: evaluation would use unsettled moving
-# statistics. InceptionV3 pretrained at 0.02 can diverge (balanced accuracy 0.08 after
-# 4 epochs on one CI machine); at 0.005 it reaches ~0.8.
+# statistics. InceptionV3 pretrained at 0.02 can diverge (balanced accuracy 0.083 after
+# 4 epochs, measured here; CI failed this test then); at 0.005 it reaches ~0.8.
 RECIPES = {
     "resnet50_finetune": (["zoo.build.bn_momentum = 0.9"], 0.02),
     "inceptionv3_finetune": (["zoo.build.bn_momentum = 0.9"], 0.005),
