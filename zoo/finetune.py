@@ -83,10 +83,10 @@ def is_model_garden(reader):
   return any(k.startswith(BACKBONE + "/") for k in reader.get_variable_to_shape_map())
 
 
-def _head_classes(path, head_index):
+def _head_classes(path, reader, head_index):
   """The class count of the checkpoint's head (its last weighted layer's bias)."""
   key = f"model/layer_with_weights-{head_index}/bias/.ATTRIBUTES/VARIABLE_VALUE"
-  shapes = _reader(path).get_variable_to_shape_map()
+  shapes = reader.get_variable_to_shape_map()
   if key not in shapes:
     raise CheckpointError(f"{path} has no model head at {key.split('/.')[0]}; it was not "
                           "written by this trainer for this architecture")
@@ -126,13 +126,13 @@ def init_from_model_garden(model, path, reader, scope="backbone", head=HEAD):
   return model
 
 
-def init_from_checkpoint(model, path, scope="backbone", build=None, head=HEAD):
+def init_from_checkpoint(model, path, scope="backbone", head=HEAD):
   """Initialises `model` from the checkpoint at `path` (file prefix or dir): the
   trainer's, or Model Garden's (see `init_from_model_garden`).
 
   scope "all": every weight, the head included (same class count required).
-  scope "backbone": all but `head`; `build(num_classes=)` makes the checkpoint's
-  architecture with its own head, restored, then copied over layer by layer.
+  scope "backbone": all but `head`: the checkpoint is read into the model's own
+  backbone layers behind a stand-in head of the checkpoint's class count.
   """
   if scope not in ("all", "backbone"):
     raise CheckpointError(f"init scope {scope!r}: use 'all' or 'backbone'")
@@ -141,23 +141,17 @@ def init_from_checkpoint(model, path, scope="backbone", build=None, head=HEAD):
   if is_model_garden(reader):
     return init_from_model_garden(model, path, reader, scope, head)
   if scope == "all":
-    source = model
-  else:
-    if build is None:
-      raise CheckpointError("scope 'backbone' needs the model's builder")
-    weighted = [l for l in model.layers if l.weights]
-    head_index = [l.name for l in weighted].index(head)
-    source = build(num_classes=_head_classes(path, head_index))
+    target = model
+  else:  # the same layers (weights shared, same checkpoint keys), the checkpoint's head
+    weighted = [l.name for l in model.layers if l.weights]
+    if head not in weighted:
+      raise CheckpointError(f"model {model.name!r} has no head layer {head!r}")
+    target = replace_head(model, _head_classes(path, reader, weighted.index(head)), head)
   try:
-    status = tf.train.Checkpoint(model=source).read(path)
+    status = tf.train.Checkpoint(model=target).read(path)
     status.assert_existing_objects_matched()
   except (AssertionError, ValueError, IndexError, tf.errors.OpError) as e:
     raise _read_failed(path, model, e) from None
-  if source is not model:  # same architecture: weighted layers pair up in order
-    pairs = zip([l for l in source.layers if l.weights], [l for l in model.layers if l.weights])
-    for donor, layer in pairs:
-      if layer.name != head:
-        layer.set_weights(donor.get_weights())
   return model
 
 
@@ -176,5 +170,5 @@ def finetune_model(base=gin.REQUIRED, num_classes=gin.REQUIRED, init_checkpoint=
   """
   model = base(num_classes=num_classes)
   if init_checkpoint:
-    init_from_checkpoint(model, init_checkpoint, init_scope, build=base)
+    init_from_checkpoint(model, init_checkpoint, init_scope)
   return freeze_backbone(model) if freeze else model
