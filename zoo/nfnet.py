@@ -14,9 +14,13 @@ with beta = 1 / expected_std of the input and expected_std^2 growing by alpha^2 
 block (reset at each transition block); the shortcut is x, or a 1x1 WS-conv on h
 (after 2x2 average pooling when strided). Layer names follow DeepMind's parameter
 names so released checkpoints map one to one.
+
+`count_params(variant)` counts a row's parameters from the table by formula, without
+building it (F6 is 438M parameters).
 """
 
 import dataclasses
+import inspect
 from typing import Optional, Sequence
 
 import gin
@@ -179,3 +183,47 @@ def nfnet(variant="F0", num_classes=1000, input_shape=None, *,
       num_classes, kernel_initializer=tf_keras.initializers.RandomNormal(0.0, 0.01),
       name="logits", dtype="float32")(x)
   return tf_keras.Model(inputs, logits, name=name or f"nfnet_{variant.lower()}")
+
+
+def _conv_params(kernel, in_ch, out_ch, groups=1):
+  """A WSConv2D's parameters: kernel, bias and gain."""
+  return kernel * kernel * (in_ch // groups) * out_ch + 2 * out_ch
+
+
+def count_params(variant="F0", num_classes=1000, **overrides):
+  """The parameter count of `nfnet(variant, num_classes, **overrides)`, by formula.
+
+  Counts what the built model holds (each WS-conv's kernel, bias and gain; SE's two
+  Dense layers; one skip gain a block; the final conv; the head) without allocating
+  it. `overrides` are `nfnet`'s keywords; Gin bindings of `nfnet` are not read.
+  """
+  args = inspect.signature(nfnet).bind(variant, num_classes, **overrides)
+  args.apply_defaults()
+  args = args.arguments
+  if variant not in VARIANTS:
+    raise ValueError(f"unknown NFNet variant {variant!r}; choose one of {sorted(VARIANTS)}")
+  spec = VARIANTS[variant]
+  width, expansion, se_ratio = args["width"], args["expansion"], args["se_ratio"]
+
+  ch = int(spec.widths[0] * width) // 2
+  stem_channels = (3,) + tuple(spec.stem_widths) + (ch,)
+  total = sum(_conv_params(3, a, b) for a, b in zip(stem_channels, stem_channels[1:]))
+  for stage_width, depth, stride in zip(spec.widths, spec.depths, (1, 2, 2, 2)):
+    for block in range(depth):
+      out_ch = int(stage_width * width)
+      groups = int(out_ch * expansion) // spec.group_size
+      if groups < 1:
+        raise ValueError(f"bottleneck width {int(out_ch * expansion)} is below group "
+                         f"size {spec.group_size}")
+      mid = spec.group_size * groups
+      if (stride > 1 and block == 0) or ch != out_ch:
+        total += _conv_params(1, ch, out_ch)  # conv_shortcut
+      total += (_conv_params(1, ch, mid) + 2 * _conv_params(3, mid, mid, groups)
+                + _conv_params(1, mid, out_ch))  # conv0, conv1, conv1b, conv2
+      hidden = max(1, int(out_ch * se_ratio))
+      total += (out_ch + 1) * hidden + (hidden + 1) * out_ch  # squeeze_excite fc0, fc1
+      total += 1  # skip_gain
+      ch = out_ch
+  final = int(args["final_conv_mult"] * ch)
+  total += _conv_params(1, ch, final)
+  return total + (final + 1) * num_classes

@@ -28,10 +28,28 @@ class NfnetTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(sorted(PUBLISHED_PARAMS))
   def test_parameter_count_matches_paper(self, variant):
-    model = nfnet.nfnet(variant, num_classes=1000, input_shape=(None, None, 3))
-    count = model.count_params()
-    self.assertLess(abs(count - PUBLISHED_PARAMS[variant]) / PUBLISHED_PARAMS[variant],
-                    0.005, msg=f"{variant}: {count}")
+    """The formula, to the paper's precision (0.1M), without building F1-F6."""
+    count = nfnet.count_params(variant, num_classes=1000)
+    self.assertEqual(round(count / 1e6, 1), PUBLISHED_PARAMS[variant] / 1e6,
+                     msg=f"{variant}: {count}")
+
+  @parameterized.parameters(
+      ("nano", 1000, {}),
+      ("F0", 1000, {}),
+      ("nano", 7, {"width": 1.5, "se_ratio": 0.25, "expansion": 1.0,
+                   "final_conv_mult": 3}),
+  )
+  def test_parameter_formula_equals_the_built_model(self, variant, classes, overrides):
+    model = nfnet.nfnet(variant, num_classes=classes, input_shape=(None, None, 3),
+                        **overrides)
+    self.assertEqual(nfnet.count_params(variant, num_classes=classes, **overrides),
+                     model.count_params())
+
+  def test_parameter_formula_refuses_unknown_arguments(self):
+    with self.assertRaisesRegex(ValueError, "unknown NFNet variant 'F9'"):
+      nfnet.count_params("F9")
+    with self.assertRaises(TypeError):
+      nfnet.count_params("F0", depth=3)
 
   def test_f0_layer_shapes(self):
     model = nfnet.nfnet("F0", num_classes=1000, input_shape=(None, None, 3))
