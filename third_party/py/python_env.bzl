@@ -7,7 +7,14 @@ and registers that environment's interpreter as the Python toolchain. The rule r
 the lock file, so editing the lock re-runs it; `:stamp.txt` holds the lock's digest and
 every target depends on it through `:pkgs`, so no cached test survives a dependency
 change. Rules_python would replace this file and `defs.bzl` alone.
+
+Each package of the lock file is also a `py_library` named by its normalised name
+(`names.bzl`: lower case, runs of `-_.` become `_`), e.g. `@pypi//:tf_keras`, which
+`requirement("tf-keras")` returns; it depends on `:pkgs`. A BUILD file that names a
+package missing from the lock fails at analysis ("no such target").
 """
+
+load("//third_party/py:names.bzl", "lock_names", "normalized_name")
 
 _BUILD = """\
 load("@bazel_tools//tools/python:toolchain.bzl", "py_runtime_pair")
@@ -32,13 +39,42 @@ toolchain(
     toolchain_type = "@bazel_tools//tools/python:toolchain_type",
 )
 
-# Every package of the lock file: the environment itself is the toolchain's, so this
+# All packages of the lock file: the environment itself is the toolchain's, so this
 # only carries the lock's digest into every target that depends on a package.
 py_library(
     name = "pkgs",
     data = ["stamp.txt"],
 )
+
+# One target a package of the lock file, named by its normalised name
+# (//third_party/py:names.bzl): what requirement() returns.
 """
+
+_PACKAGE = """
+# {line}
+py_library(
+    name = "{name}",
+    deps = [":pkgs"],
+)
+"""
+
+# Targets of _BUILD that no package may be named.
+_RESERVED = ["pkgs", "py3_runtime", "runtime_pair", "toolchain"]
+
+def _package_targets(lock_text):
+    targets = []
+    seen = {}
+    for spec in lock_names(lock_text):
+        name = normalized_name(spec)
+        if name in _RESERVED:
+            fail("python_env: the lock's package `{}` would shadow the target :{}".format(spec, name))
+        if name in seen:
+            fail("python_env: the lock names `{}` twice (as `{}` and `{}`)".format(name, seen[name], spec))
+        seen[name] = spec
+        targets.append(_PACKAGE.format(line = spec, name = name))
+    if not targets:
+        fail("python_env: found no `name==version` lines in the lock file")
+    return "".join(targets)
 
 def _run(rctx, args, what, timeout = 600, quiet = True):
     result = rctx.execute(args, timeout = timeout, quiet = quiet)
@@ -56,6 +92,7 @@ def _python_env_impl(rctx):
     if not python:
         fail("python_env: no `{}` on PATH; install Python 3.11 with venv (Debian: apt-get install python3 python3-venv).".format(rctx.attr.python))
     lock = rctx.path(rctx.attr.lock)
+    packages = _package_targets(rctx.read(lock))  # before the long install: fail fast
     venv = rctx.path("venv")
     _run(rctx, [python, "-m", "venv", "--clear", venv], "creating the virtual environment")
     interpreter = rctx.path("venv/bin/python3")
@@ -81,7 +118,7 @@ def _python_env_impl(rctx):
     )
     digest = _run(rctx, [interpreter, "-c", _DIGEST, lock], "hashing the lock file").stdout.strip()
     rctx.file("stamp.txt", digest + "\n")
-    rctx.file("BUILD.bazel", _BUILD.format(interpreter = interpreter))
+    rctx.file("BUILD.bazel", _BUILD.format(interpreter = interpreter) + packages)
 
 _DIGEST = "import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], 'rb').read()).hexdigest())"
 
