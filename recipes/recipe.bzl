@@ -1,6 +1,6 @@
 """`recipe`: a runnable recipe is the one trainer plus its Gin files."""
 
-load("//third_party/py:defs.bzl", "zoo_py_binary")
+load("//third_party/py:defs.bzl", "requirement", "zoo_py_binary")
 
 def recipe(name, gin_files, **kwargs):
     """`bazel run //recipes:<name>` trains with `gin_files` (paths in the workspace).
@@ -13,6 +13,10 @@ def recipe(name, gin_files, **kwargs):
         main = "//recipes:train.py",
         args = ["--gin_file=" + f for f in gin_files],
         data = ["//recipes:gin_files"],
-        deps = ["//recipes:train_lib"],
+        deps = [
+            "//recipes:train_lib",
+            requirement("absl-py"),  # train.py is this binary's own source too
+            requirement("gin-config"),
+        ],
         **kwargs
     )
