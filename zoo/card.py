@@ -1,0 +1,132 @@
+"""Model cards: what a zoo model's weights expect of its input, in one place.
+
+A `ModelCard` holds a model's training and test resolutions, its evaluation crop and
+resize method, the pipeline normalisation (x / 255 - mean) / std, its RandAugment
+setting and the regex naming its blocks (for `tricks.recompute`). `eval_preprocess`
+is the one evaluation preprocessing: the trainer's evaluation and the exported
+SavedModel (`zoo/export.py`) both call it.
+
+NFNets test on a centred square crop of S / (S + 32) of the shorter side, resized
+bicubically to S (Brock et al. 2021, arXiv:2102.06171; DeepMind's
+nfnets/dataset.py, `_decode_and_center_crop`): `deepmind_eval_crop(S)`.
+
+`zoo.card` is this module; calling it, `zoo.card(name)`, returns the registry's card
+of the zoo model `name` (`zoo.registry.card`).
+"""
+
+import dataclasses
+import sys
+import types
+from typing import Optional
+
+import tensorflow as tf
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+RESIZE_METHODS = ("bilinear", "bicubic")
+_CARD_ATTR = "_zoo_card"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelCard:
+  """What a model's weights expect.
+
+  train_size, test_size: square training and test resolutions.
+  test_crop: the centred square kept before resizing test images, as a fraction of
+    the shorter side (1.0 keeps the whole image, squashed to a square).
+  resize_method: "bilinear" (antialiased) or "bicubic" (as DeepMind's NFNets).
+  mean, std: the normalisation (x / 255 - mean) / std, per RGB channel.
+  randaugment: (layers, magnitude) of the recipe that trained it, or None.
+  block_pattern: a regex whose first group names a block in layer names (for
+    recompute), or None when the layer names do not allow one.
+  """
+  train_size: int
+  test_size: int
+  test_crop: float
+  resize_method: str
+  mean: tuple
+  std: tuple
+  randaugment: Optional[tuple] = None
+  block_pattern: Optional[str] = None
+
+  def __post_init__(self):
+    for field in ("train_size", "test_size"):
+      value = getattr(self, field)
+      if not isinstance(value, int) or value < 1:
+        raise ValueError(f"ModelCard.{field}={value!r}: use a positive integer")
+    if not 0 < self.test_crop <= 1:
+      raise ValueError(f"ModelCard.test_crop={self.test_crop!r}: use a fraction in (0, 1]")
+    if self.resize_method not in RESIZE_METHODS:
+      raise ValueError(f"ModelCard.resize_method={self.resize_method!r}: use one of "
+                       f"{RESIZE_METHODS}")
+    for field in ("mean", "std"):
+      value = getattr(self, field)
+      if len(tuple(value)) != 3:
+        raise ValueError(f"ModelCard.{field}={value!r}: use 3 values (R, G, B)")
+      object.__setattr__(self, field, tuple(float(v) for v in value))
+    if min(self.std) <= 0:
+      raise ValueError(f"ModelCard.std={self.std!r}: every value must be positive")
+    if self.randaugment is not None:
+      if len(tuple(self.randaugment)) != 2:
+        raise ValueError(f"ModelCard.randaugment={self.randaugment!r}: use (layers, "
+                         "magnitude) or None")
+      object.__setattr__(self, "randaugment", tuple(self.randaugment))
+
+
+def deepmind_eval_crop(test_size):
+  """DeepMind's NFNet evaluation crop: S / (S + 32) of the shorter side."""
+  return test_size / (test_size + 32)
+
+
+def eval_preprocess(image, size, crop=1.0, mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                    method="bilinear"):
+  """One H x W x 3 image (uint8, or float in [0, 255]) to float32 size x size x 3.
+
+  A centred square of side int(crop * min(H, W)), offsets ((H - side) + 1) // 2 and
+  ((W - side) + 1) // 2 as DeepMind's `_decode_and_center_crop` (skipped when crop is
+  1), resized to `size` ("bilinear": antialiased; "bicubic": DeepMind's plain
+  bicubic), then (x / 255 - mean) / std. Works on symbolic shapes (tf.data, tf.function).
+  """
+  if not 0 < crop <= 1:
+    raise ValueError(f"eval_preprocess crop={crop!r}: use a fraction in (0, 1]")
+  if method not in RESIZE_METHODS:
+    raise ValueError(f"eval_preprocess method={method!r}: use one of {RESIZE_METHODS}")
+  if crop < 1:
+    shape = tf.shape(image)
+    height, width = shape[0], shape[1]
+    short = tf.cast(tf.minimum(height, width), tf.float64)
+    side = tf.maximum(tf.cast(short * float(crop), tf.int32), 1)
+    top = (height - side + 1) // 2
+    left = (width - side + 1) // 2
+    image = image[top:top + side, left:left + side]
+  if method == "bilinear":
+    image = tf.image.resize(image, [size, size], antialias=True)
+  else:
+    image = tf.image.resize(image, [size, size], method=tf.image.ResizeMethod.BICUBIC)
+  mean = tf.convert_to_tensor(mean, tf.float32)
+  std = tf.convert_to_tensor(std, tf.float32)
+  return (tf.cast(image, tf.float32) / 255.0 - mean) / std
+
+
+def card_of(model):
+  """The `ModelCard` attached to `model` (by `zoo.build`), or None."""
+  return getattr(model, _CARD_ATTR, None)
+
+
+def attach_card(model, card):
+  """Attaches `card` to `model` (not saved with it); returns `model`."""
+  if not isinstance(card, ModelCard):
+    raise TypeError(f"attach_card needs a ModelCard, got {type(card).__name__}")
+  object.__setattr__(model, _CARD_ATTR, card)  # past Keras's attribute tracking
+  return model
+
+
+class _CallableModule(types.ModuleType):
+  """`zoo.card(name)`: the package attribute `card` is this module, also callable."""
+
+  def __call__(self, name):
+    from zoo import registry  # pylint: disable=g-import-not-at-top
+    return registry.card(name)
+
+
+sys.modules[__name__].__class__ = _CallableModule
