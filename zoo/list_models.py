@@ -26,7 +26,7 @@ def main(argv):
     tf_keras.backend.clear_session()
     entry = registry.MODELS[name]
     model = registry.build(name, num_classes=1000)
-    print(f"{name:<16}{model.count_params():>14,}  {entry.resolution:>8}px  {entry.source}",
+    print(f"{name:<16}{model.count_params():>14,}  {entry.card.train_size:>8}px  {entry.source}",
           flush=True)
 
 

@@ -33,7 +33,8 @@ from tricks import ws_conv
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-  """One row of the NFNet table."""
+  """One row of the NFNet table (the registry's model cards read its sizes and
+  RandAugment: zoo/registry.py)."""
   widths: Sequence[int]
   depths: Sequence[int]
   train_image_size: int

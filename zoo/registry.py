@@ -1,7 +1,9 @@
 """One registry for every zoo model: `build(name, num_classes=, input_shape=, **overrides)`.
 
-Each entry is a row of `MODELS`: its builder, default resolution, the input
-normalisation its published weights expect, and where it comes from. Every model
+Each entry is a row of `MODELS`: its builder, its model card (`zoo/card.py`:
+resolutions, evaluation crop and resize, the input normalisation its published
+weights expect, RandAugment, the regex naming its blocks) and where it comes from.
+`build` attaches the card to the model it returns (`card_of(model)`). Every model
 outputs logits from a final Dense layer named "logits", so heads are replaced, and
 excluded from AGC, the same way for all of them. Keras-provided models are built
 flat (the application's layers, then "logits"), so tricks that rewrite a functional
@@ -9,19 +11,22 @@ model (`tricks.recompute`, `tricks.extended_bn.swap_batch_norm`) reach every blo
 """
 
 import dataclasses
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 import gin
 import numpy as np
 import tf_keras
 
+from zoo import card as card_lib
 from zoo import nfnet
 from zoo import nfnet_checkpoint
 from zoo import pretrained
 from zoo import resnet_cifar
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+ModelCard = card_lib.ModelCard
+card_of = card_lib.card_of
+attach_card = card_lib.attach_card
+
 # Keras's "caffe" ResNets take BGR pixels minus these means (0-255 scale): the
 # pipeline gives RGB, so `caffe_input` flips channels inside the model.
 CAFFE_MEAN_RGB = (123.68, 116.779, 103.939)
@@ -31,9 +36,7 @@ CAFFE_MEAN_RGB = (123.68, 116.779, 103.939)
 class Entry:
   """One model of the zoo."""
   builder: Callable[..., tf_keras.Model]
-  resolution: int
-  mean: Sequence[float]  # the pipeline's normalisation: (x / 255 - mean) / std
-  std: Sequence[float]
+  card: ModelCard
   source: str
   keras_application: Optional[str] = None  # for weights="imagenet"
 
@@ -119,45 +122,90 @@ def _resnet_cifar(depth):
   return build
 
 
+def _card(size, crop, mean, std, block_pattern, test_size=None, method="bilinear",
+          randaugment=None):
+  return ModelCard(size, test_size or size, crop, method, mean, std, randaugment,
+                   block_pattern)
+
+
 _CAFFE = dict(mean=tuple(m / 255 for m in CAFFE_MEAN_RGB), std=(1 / 255,) * 3)
 _INCEPTION = dict(mean=(0.5,) * 3, std=(0.5,) * 3)  # x / 127.5 - 1
-_IMAGENET = dict(mean=IMAGENET_MEAN, std=IMAGENET_STD)
+_IMAGENET = dict(mean=card_lib.IMAGENET_MEAN, std=card_lib.IMAGENET_STD)
+_CIFAR = dict(mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616))
+# ImageNet models' usual single-crop test: the centred 87.5% (224 of a 256 shorter
+# side, as torchvision's reference evaluation; TF-slim's inception_preprocessing
+# central_fraction=0.875).
+_IMAGENET_CROP = 0.875
+# Block names: tf_keras.applications ResNets' "conv2_block1_1_conv", zoo/nfnet.py's
+# "nf_block_0/conv0", zoo/resnet_cifar.py's "stage1/block0/1_conv". InceptionV3's
+# layers are numbered, not named by block; resnet50_v1_5's blocks sit inside one
+# nested Model Garden backbone layer: neither has a pattern.
+KERAS_RESNET_BLOCKS = r"^(conv[0-9]_block[0-9]+)_"
+NFNET_BLOCKS = r"^(nf_block_[0-9]+)/"
+CIFAR_RESNET_BLOCKS = r"^(stage[0-9]/block[0-9]+)/"
+
+
+def _nfnet_card(variant):
+  """DeepMind's recipe (nfnets/base.py, dataset.py): train at the table's size, test
+  bicubically at its test size on the S / (S + 32) centre crop; nano is CPU-sized."""
+  spec = nfnet.VARIANTS[variant]
+  if variant == "nano":
+    return _card(spec.train_image_size, 1.0, block_pattern=NFNET_BLOCKS,
+                 test_size=spec.test_image_size, **_IMAGENET)
+  return _card(spec.train_image_size, card_lib.deepmind_eval_crop(spec.test_image_size),
+               block_pattern=NFNET_BLOCKS, test_size=spec.test_image_size,
+               method="bicubic", randaugment=tuple(spec.randaugment) or None, **_IMAGENET)
+
 
 MODELS = {
     **{f"resnet{d}": Entry(
         _keras_application(getattr(tf_keras.applications, f"ResNet{d}"), caffe_input),
-        224, source=f"He et al. 2016 (arXiv:1512.03385); tf_keras.applications.ResNet{d}",
-        keras_application=f"ResNet{d}", **_CAFFE) for d in (50, 101, 152)},
-    "resnet50_v1_5": Entry(_resnet_v1_5(50), 224, source=(
-        "He et al. 2016 with the stride on the 3x3 convolution, as Model Garden "
-        "trains it (official.vision.modeling.backbones.ResNet)"), **_IMAGENET),
-    **{f"resnet{d}_cifar": Entry(_resnet_cifar(d), 32, source=(
-        "He et al. 2016, section 4.2 (option A shortcuts); zoo/resnet_cifar.py"),
-        mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616))
+        _card(224, _IMAGENET_CROP, block_pattern=KERAS_RESNET_BLOCKS, **_CAFFE),
+        source=f"He et al. 2016 (arXiv:1512.03385); tf_keras.applications.ResNet{d}",
+        keras_application=f"ResNet{d}") for d in (50, 101, 152)},
+    "resnet50_v1_5": Entry(
+        _resnet_v1_5(50), _card(224, _IMAGENET_CROP, block_pattern=None, **_IMAGENET),
+        source=("He et al. 2016 with the stride on the 3x3 convolution, as Model Garden "
+                "trains it (official.vision.modeling.backbones.ResNet)")),
+    **{f"resnet{d}_cifar": Entry(
+        _resnet_cifar(d), _card(32, 1.0, block_pattern=CIFAR_RESNET_BLOCKS, **_CIFAR),
+        source="He et al. 2016, section 4.2 (option A shortcuts); zoo/resnet_cifar.py")
        for d in (20, 32, 44, 56, 110)},
     "inception_v3": Entry(
-        _keras_application(tf_keras.applications.InceptionV3, None), 299,
+        _keras_application(tf_keras.applications.InceptionV3, None),
+        _card(299, _IMAGENET_CROP, block_pattern=None, **_INCEPTION),
         source="Szegedy et al. 2016 (arXiv:1512.00567); tf_keras.applications.InceptionV3",
-        keras_application="InceptionV3", **_INCEPTION),
-    **{f"nfnet_{v.lower()}": Entry(_nfnet(v), nfnet.VARIANTS[v].train_image_size,
-                                   source="Brock et al. 2021 (arXiv:2102.06171); zoo/nfnet.py",
-                                   **_IMAGENET)
+        keras_application="InceptionV3"),
+    **{f"nfnet_{v.lower()}": Entry(
+        _nfnet(v), _nfnet_card(v),
+        source="Brock et al. 2021 (arXiv:2102.06171); zoo/nfnet.py")
        for v in nfnet.VARIANTS},
 }
+
+
+def _entry(name):
+  if name not in MODELS:
+    raise ValueError(f"unknown zoo model {name!r}; `bazel run //zoo:list` lists them: "
+                     f"{', '.join(sorted(MODELS))}")
+  return MODELS[name]
+
+
+def card(name):
+  """The `ModelCard` of zoo model `name`."""
+  return _entry(name).card
 
 
 @gin.configurable(module="zoo")
 def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, **overrides):
   """The zoo model `name` with a `num_classes` head, at `input_shape` (H, W, 3).
 
-  `input_shape` defaults to the model's resolution; `overrides` go to its builder
-  (e.g. `dropout=`, or an NFNet's `stochdepth_rate=`).
+  `input_shape` defaults to the card's training resolution; `overrides` go to its
+  builder (e.g. `dropout=`, or an NFNet's `stochdepth_rate=`). The model carries the
+  entry's card (`card_of`).
   """
-  if name not in MODELS:
-    raise ValueError(f"unknown zoo model {name!r}; `bazel run //zoo:list` lists them: "
-                     f"{', '.join(sorted(MODELS))}")
-  entry = MODELS[name]
+  entry = _entry(name)
   if input_shape is None:
-    input_shape = (entry.resolution, entry.resolution, 3)
-  return entry.builder(num_classes=num_classes, input_shape=tuple(input_shape),
-                       **overrides)
+    input_shape = (entry.card.train_size, entry.card.train_size, 3)
+  model = entry.builder(num_classes=num_classes, input_shape=tuple(input_shape),
+                        **overrides)
+  return attach_card(model, entry.card)

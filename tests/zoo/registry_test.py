@@ -1,10 +1,14 @@
-"""The zoo registry: published parameter counts, output shapes, one training step each."""
+"""The zoo registry: published parameter counts, output shapes, one training step each,
+and every model's card."""
 
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from tricks import recompute
+import zoo
+from zoo import card as card_lib
 from zoo import pretrained
 from zoo import registry
 
@@ -27,6 +31,22 @@ PUBLISHED_M = {
     "nfnet_f0": (71.5, 1000, "trainable"),    # [B]; F1-F6 in //tests/zoo:nfnet_test
 }
 
+# NFNet train / test resolutions and RandAugment (layers, magnitude): Brock et al.
+# 2021, table 1, as DeepMind's nfnets/base.py writes them (RA_level "405" is 4 x 5).
+NFNET_PUBLISHED = {
+    "nfnet_f0": (192, 256, (4, 5)),
+    "nfnet_f1": (224, 320, (4, 10)),
+    "nfnet_f2": (256, 352, (4, 10)),
+    "nfnet_f3": (320, 416, (4, 15)),
+    "nfnet_f4": (384, 512, (4, 15)),
+    "nfnet_f5": (416, 544, (4, 15)),
+    "nfnet_f6": (448, 576, (4, 15)),
+}
+
+# Blocks each card's pattern finds: He et al. 2016 table 1 (ResNet-50: 3 + 4 + 6 + 3
+# bottlenecks), section 4.2 (ResNet-20: 3 stages of n = 3), nano's one block a stage.
+BLOCKS = {"resnet50": 16, "resnet20_cifar": 9, "nfnet_nano": 4}
+
 # Small inputs for one training step (InceptionV3 needs 75px at least).
 STEP_SIZE = {"inception_v3": 75}
 
@@ -45,7 +65,7 @@ class RegistryTest(tf.test.TestCase, parameterized.TestCase):
              else sum(v.shape.num_elements() for v in model.trainable_variables))
     digits = 2 if millions < 1 else 1
     self.assertEqual(round(count / 1e6, digits), millions, msg=name)
-    resolution = registry.MODELS[name].resolution
+    resolution = registry.card(name).train_size
     self.assertEqual(model.input_shape[1:3], (resolution, resolution))
     self.assertEqual(model.get_layer("logits").units, classes)
 
@@ -75,6 +95,58 @@ class RegistryTest(tf.test.TestCase, parameterized.TestCase):
   def test_unknown_name(self):
     with self.assertRaisesRegex(ValueError, "unknown zoo model 'resnet51'.*//zoo:list"):
       registry.build("resnet51")
+    with self.assertRaisesRegex(ValueError, "unknown zoo model 'resnet51'.*resnet50, ") as e:
+      registry.card("resnet51")
+    self.assertNotIn("\n", str(e.exception))  # one line
+
+  def test_every_entry_has_a_card(self):
+    for name, entry in registry.MODELS.items():
+      self.assertIsInstance(entry.card, card_lib.ModelCard, msg=name)
+      self.assertIs(registry.card(name), entry.card)
+
+  @parameterized.parameters(*sorted(NFNET_PUBLISHED))
+  def test_nfnet_cards_are_deepmind_recipes(self, name):
+    train, test, randaugment = NFNET_PUBLISHED[name]
+    c = registry.card(name)
+    self.assertEqual((c.train_size, c.test_size, c.randaugment), (train, test, randaugment))
+    self.assertAlmostEqual(c.test_crop, test / (test + 32))  # nfnets/dataset.py
+    self.assertEqual(c.resize_method, "bicubic")
+    self.assertEqual((c.mean, c.std), ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)))
+
+  def test_other_cards(self):
+    imagenet = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+    # Keras's caffe ResNets: BGR means 103.939, 116.779, 123.68 on 0-255 pixels.
+    caffe = ((123.68 / 255, 116.779 / 255, 103.939 / 255), (1 / 255,) * 3)
+    want = {
+        "resnet50": (224, 224, 0.875, caffe, r"^(conv[0-9]_block[0-9]+)_"),
+        "resnet152": (224, 224, 0.875, caffe, r"^(conv[0-9]_block[0-9]+)_"),
+        "resnet50_v1_5": (224, 224, 0.875, imagenet, None),
+        "inception_v3": (299, 299, 0.875, ((0.5,) * 3, (0.5,) * 3), None),  # x/127.5 - 1
+        "resnet32_cifar": (32, 32, 1.0, ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+                           r"^(stage[0-9]/block[0-9]+)/"),
+        "nfnet_nano": (64, 64, 1.0, imagenet, r"^(nf_block_[0-9]+)/"),
+    }
+    for name, (train, test, crop, (mean, std), pattern) in want.items():
+      c = registry.card(name)
+      self.assertEqual((c.train_size, c.test_size, c.test_crop, c.block_pattern),
+                       (train, test, crop, pattern), msg=name)
+      self.assertAllClose((c.mean, c.std), (mean, std), msg=name)
+      self.assertEqual((c.resize_method, c.randaugment), ("bilinear", None), msg=name)
+
+  @parameterized.parameters(*sorted(BLOCKS))
+  def test_block_pattern_finds_the_blocks(self, name):
+    model = registry.build(name, num_classes=3, input_shape=(32, 32, 3))
+    self.assertIs(registry.card_of(model), registry.card(name))
+    segments = recompute.block_segments(model, registry.card(name).block_pattern)
+    self.assertLen(segments, BLOCKS[name])
+
+  def test_build_through_the_package(self):
+    model = zoo.build("resnet20_cifar", num_classes=4)
+    self.assertEqual(model.input_shape, (None, 32, 32, 3))  # the card's train_size
+    self.assertIs(zoo.card_of(model), zoo.card("resnet20_cifar"))
+    self.assertIs(zoo.card("nfnet_f0"), registry.MODELS["nfnet_f0"].card)
+    self.assertIs(zoo.card.ModelCard, card_lib.ModelCard)  # also the module
+    self.assertIsNone(zoo.card_of(tf_keras.Sequential()))
 
   def test_model_garden_resnet_takes_checkpoints_not_weight_files(self):
     with self.assertRaisesRegex(pretrained.WeightsError,
