@@ -5,15 +5,16 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from zoo import card
 from zoo import export
 from zoo import resnet_cifar
 
 MEAN, STD = (0.5, 0.4, 0.3), (0.25, 0.2, 0.3)
 
 
-def encoded_images(n=3, size=20):
+def encoded_images(n=3, size=20, width=None):
   rng = np.random.default_rng(0)
-  pixels = rng.integers(0, 256, size=(n, size, size, 3), dtype=np.uint8)
+  pixels = rng.integers(0, 256, size=(n, size, width or size, 3), dtype=np.uint8)
   return pixels, [tf.io.encode_png(p).numpy() for p in pixels]
 
 
@@ -35,6 +36,24 @@ class ExportTest(tf.test.TestCase):
     self.assertAllClose(served["logits"], want, rtol=1e-4, atol=1e-5)
     self.assertAllEqual(served["classes"], np.argmax(want, axis=-1))
     self.assertAllClose(tf.reduce_sum(served["probabilities"], axis=-1), np.ones(3))
+
+  def test_serves_the_evaluation_crop_and_resize_method(self):
+    """Serving runs zoo.card.eval_preprocess, as evaluation does: here DeepMind's
+    square centre crop of a non-square image, resized bicubically."""
+    model = resnet_cifar.resnet_cifar(8, num_classes=4, input_shape=(16, 16, 3))
+    crop = card.deepmind_eval_crop(16)
+    path = export.export_saved_model(model, os.path.join(self.get_temp_dir(), "sm"),
+                                     image_size=16, mean=MEAN, std=STD,
+                                     crop_fraction=crop, method="bicubic")
+    pixels, encoded = encoded_images(n=2, size=20, width=30)
+    images = tf.stack([card.eval_preprocess(p, 16, crop, MEAN, STD, "bicubic")
+                       for p in pixels])
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        images=tf.constant(encoded))
+    self.assertAllClose(served["logits"], model(images, training=False), rtol=1e-4,
+                        atol=1e-5)
+    with self.assertRaisesRegex(ValueError, "method='area'"):
+      export.export_saved_model(model, path, 16, MEAN, STD, method="area")
 
   def test_refuses_what_is_not_a_keras_model(self):
     with self.assertRaisesRegex(ValueError, "tf_keras model"):
