@@ -15,6 +15,9 @@ The supports and figures are those of google-research/big_transfer's bit_hyperru
 linearly (0.003 * batch / 512).
 """
 
+import dataclasses
+from typing import Any, Mapping
+
 import gin
 import tensorflow as tf
 import tf_keras
@@ -44,6 +47,18 @@ class BitSchedule(tf_keras.optimizers.schedules.LearningRateSchedule):
 
   def get_config(self):
     return dict(peak=self.peak, supports=self.supports)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """Settings a rule derives from the data, applied before anything is built.
+
+  `pipeline` holds InputPipeline fields, `steps` the run's length, `learning_rate`
+  the schedule (in place of Optimization.learning_rate), `note` what was chosen."""
+  steps: int
+  learning_rate: Any
+  pipeline: Mapping[str, Any]
+  note: str
 
 
 @gin.configurable
@@ -97,3 +112,13 @@ class BitHyperRule:
             f"peak rate {self.base_lr * batch_size / self.base_batch_size:g} at batch "
             f"{batch_size}; {height}x{width} images -> resize {resize}, crop {crop}; "
             f"MixUp alpha {self.mixup_alpha(num_examples):g}")
+
+  def plan(self, num_examples, height, width, batch_size, cutmix=False):
+    """The `Plan` for a training set of `num_examples` images of `height` x `width` at
+    `batch_size`; MixUp is left alone when the recipe uses CutMix."""
+    resize, crop = self.resolution(height, width)
+    pipeline = dict(train_resize=resize, image_size=crop, eval_image_size=crop)
+    if not cutmix:
+      pipeline["mixup_alpha"] = self.mixup_alpha(num_examples)
+    return Plan(self.steps(num_examples), self.learning_rate(num_examples, batch_size),
+                pipeline, self.describe(num_examples, height, width, batch_size))

@@ -8,6 +8,7 @@ import gin
 import tf_keras
 
 from recipes import bit_hyperrule  # pylint: disable=unused-import
+from recipes import experiment  # pylint: disable=unused-import  (Task, Optimization, ...)
 from recipes import losses  # pylint: disable=unused-import  (registers its builders)
 from recipes import schedules  # pylint: disable=unused-import
 from recipes import trainer  # pylint: disable=unused-import
@@ -20,12 +21,12 @@ from tricks import acnet
 from tricks import adafactor
 from tricks import agc
 from tricks import extended_bn
-from tricks import recompute
 from tricks import sm3
 from zoo import finetune  # pylint: disable=unused-import  (zoo.finetune_model)
 from zoo import nfnet  # pylint: disable=unused-import
 from zoo import registry  # pylint: disable=unused-import  (zoo.build)
 from zoo import resnet_cifar  # pylint: disable=unused-import
+from zoo import transforms
 
 for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,
                    tf_keras.optimizers.AdamW):
@@ -35,8 +36,9 @@ gin.external_configurable(agc.AdaptiveGradClip, module="tricks")
 gin.external_configurable(adafactor.Adafactor, module="tricks")
 gin.external_configurable(sm3.SM3, module="tricks")
 
-# Model rewrites, for `train_and_evaluate.model_transforms`.
+# Model rewrites, for `Task.model_transforms`.
 gin.external_configurable(extended_bn.swap_batch_norm, module="tricks")
 gin.external_configurable(acnet.convert, name="acnet_convert", module="tricks")
 gin.external_configurable(acnet.fuse_model, name="acnet_fuse", module="tricks")
-gin.external_configurable(recompute.recompute, module="tricks")
+# recompute reads the block pattern from the model's zoo card unless bound.
+gin.external_configurable(transforms.recompute, module="zoo")

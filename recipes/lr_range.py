@@ -13,15 +13,16 @@ at its lowest point before the peak (after the average's burn-in), and base_lr i
 which 10% of the rise is made. Results: lr_range.json and lr_range.png.
 """
 
-import functools
 import os
 
 import gin
 import numpy as np
 import tf_keras
 
+from recipes import experiment
 from recipes import report
 from recipes import trainer
+from recipes.errors import ConfigError
 
 import matplotlib.pyplot as plt  # pylint: disable=g-bad-import-order  (Agg set by report)
 
@@ -95,29 +96,28 @@ def plot(path, lrs, losses, accuracies, suggestion, smoothing=0.9):
 
 
 @gin.configurable(denylist=["model_dir", "strategy"])
-def lr_range_test(model_dir, strategy, min_lr=1e-4, max_lr=10.0, smoothing=0.9,
-                  diverge=4.0):
-  """Runs the recipe once with an exponential rate sweep; suggests base_lr and max_lr.
-
-  The sweep spans the recipe's whole run (`train_and_evaluate.epochs` epochs).
-  """
-  steps = {"lr": [], "loss": [], "accuracy": []}
-  schedule = functools.partial(exponential_sweep, min_lr=min_lr, max_lr=max_lr)
+def lr_range_test(model_dir, strategy, smoothing=0.9, diverge=4.0):
+  """Runs the recipe once, its rate swept by `Optimization.learning_rate =
+  @exponential_sweep` over the whole run; suggests base_lr and max_lr."""
+  optimization = experiment.Optimization()
+  if optimization.learning_rate is not exponential_sweep:
+    raise ConfigError("lr_range_test needs Optimization.learning_rate = @exponential_sweep "
+                      f"(got {getattr(optimization.learning_rate, '__name__', '?')})")
   recorded = {}
 
   def on_step(step, loss, accuracy):
     recorded[step] = (loss, accuracy)
 
-  metrics = trainer.train_and_evaluate(model_dir, strategy, learning_rate=schedule,
-                                       eval_every_epochs=0, on_step=on_step)
+  metrics = trainer.train_and_evaluate(model_dir, strategy, optimization=optimization,
+                                       on_step=on_step)
   total = max(recorded) + 1 if recorded else 0
-  sweep = exponential_sweep(total, 1, min_lr, max_lr)
-  for step in sorted(recorded):
-    steps["lr"].append(float(sweep(step)))
-    steps["loss"].append(recorded[step][0])
-    steps["accuracy"].append(recorded[step][1])
+  sweep = optimization.learning_rate(total_steps=total, steps_per_epoch=1)
+  steps = {"lr": [float(sweep(step)) for step in sorted(recorded)],
+           "loss": [recorded[step][0] for step in sorted(recorded)],
+           "accuracy": [recorded[step][1] for step in sorted(recorded)]}
   suggestion = suggest(steps["lr"], steps["loss"], steps["accuracy"], smoothing, diverge)
-  result = dict(suggestion, min_lr=min_lr, max_lr_swept=max_lr, steps=steps,
+  result = dict(suggestion, min_lr=steps["lr"][0] if steps["lr"] else None,
+                max_lr_swept=steps["lr"][-1] if steps["lr"] else None, steps=steps,
                 final_test_top1=metrics["top1"])
   report.write_json(os.path.join(model_dir, "lr_range.json"), result)
   if steps["lr"]:

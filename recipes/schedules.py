@@ -1,7 +1,6 @@
 """Learning-rate schedule builders: the trainer calls them with the run's step counts."""
 
 import gin
-import tensorflow as tf
 import tf_keras
 
 from tricks import cyclical_lr
@@ -38,29 +37,3 @@ def cyclical(total_steps, steps_per_epoch, base_lr=gin.REQUIRED, max_lr=gin.REQU
       mode=mode, gamma=gamma)
   warmup_steps = int(round(warmup_epochs * steps_per_epoch))
   return warmup.LinearWarmup(schedule, warmup_steps) if warmup_steps else schedule
-
-
-class TwoPhaseSchedule(tf_keras.optimizers.schedules.LearningRateSchedule):
-  """`first(step)` for the first `boundary` steps, then `scale * second(step - boundary)`:
-  a fine-tuning run's head-only phase, then its whole-model phase at a lower rate."""
-
-  def __init__(self, boundary, first, second, scale=1.0):
-    self.boundary = int(boundary)
-    self.first = first
-    self.second = second
-    self.scale = float(scale)
-
-  @staticmethod
-  def _value(schedule, step):
-    if isinstance(schedule, tf_keras.optimizers.schedules.LearningRateSchedule):
-      return tf.cast(schedule(step), tf.float32)
-    return tf.constant(schedule, tf.float32)
-
-  def __call__(self, step):
-    step = tf.cast(step, tf.int64)
-    return tf.where(step < self.boundary, self._value(self.first, step),
-                    self.scale * self._value(self.second, tf.maximum(step - self.boundary, 0)))
-
-  def get_config(self):
-    return dict(boundary=self.boundary, first=self.first, second=self.second,
-                scale=self.scale)

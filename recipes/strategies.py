@@ -7,6 +7,14 @@ from recipes.errors import ConfigError
 NAMES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
+def configure_devices(gpu_memory_growth=False):
+  """Device settings that must precede any use of the devices (so, the strategy):
+  GPU memory allocated as needed rather than all at once."""
+  if gpu_memory_growth:
+    for gpu in tf.config.list_physical_devices("GPU"):
+      tf.config.experimental.set_memory_growth(gpu, True)
+
+
 def make_strategy(name, tpu=""):
   """The tf.distribute strategy called `name` (one of NAMES).
 

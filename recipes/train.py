@@ -23,6 +23,7 @@ from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-posit
 from absl import logging  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from recipes import configurables  # pylint: disable=unused-import
+from recipes import experiment
 from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
 from recipes import strategies
 from recipes import trainer
@@ -93,6 +94,8 @@ def main(argv):
   try:
     parse_config(FLAGS.gin_file, FLAGS.gin_bindings)
     model_dir = os.path.join(_USER_DIR, FLAGS.model_dir or default_model_dir(FLAGS.gin_file))
+    # Device settings go first: nothing may touch the devices before them.
+    strategies.configure_devices(gpu_memory_growth=experiment.Runtime().gpu_memory_growth)
     strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu)
     try:
       metrics = run(model_dir, strategy)

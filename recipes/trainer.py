@@ -1,522 +1,526 @@
-"""The one trainer every recipe configures: a custom, distribution-aware train loop.
+"""The one trainer every recipe configures, in three steps:
 
-`train_and_evaluate` validates everything (data, model, model_dir) before it writes a
-byte, then trains with a custom step so that gradient transforms (AGC), loss scaling
-and cross-replica reduction compose:
+- `build(model_dir, strategy, task, optimization, runtime)` validates every setting and
+  constructs data, model, optimizer, loss and step functions; it writes nothing, and
+  every ConfigError comes from here. A rule that derives settings (BiT-HyperRule)
+  returns a plan that is applied before anything it affects is built.
+- `fit(trainer)` runs the loop: phases, inner step loops, checkpoints, evaluation,
+  the best checkpoint on validation and early stopping.
+- `finish(trainer, record)` writes metrics, plots, the export and the operative
+  config (with what `build` derived), on the chief only.
 
-    per-example loss -> sum / global batch -> (scale) -> grads -> (unscale)
-    -> all-reduce SUM across replicas -> transforms -> apply (no second aggregation)
-
-Checkpoints are written every epoch and restored on start, and every epoch's data is
-a function of (seed, epoch), so rerunning a command on the same model_dir resumes and
-finishes exactly as an uninterrupted run would.
+Checkpoints are written every `checkpoint_every_epochs` and restored on start, and
+every epoch's data is a function of (seed, epoch), so rerunning a command on the same
+model_dir resumes and finishes exactly as an uninterrupted run would.
 """
 
+import dataclasses
 import os
-import tempfile
 import time
+from typing import Any, Dict, List, Optional
 
 import gin
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from recipes import checks
 from recipes import evaluation
-from recipes import losses
+from recipes import experiment
+from recipes import phases as phases_lib
 from recipes import report
-from recipes import schedules
+from recipes import train_step
 from recipes.data import pipeline as pipeline_lib
+from recipes.data import source as source_lib
 from recipes.errors import ConfigError
 from tricks import layer_lr
 from tricks import layer_rng
 from tricks import weight_ema
+from zoo import card as card_lib
 from zoo import export
 from zoo import finetune
 from zoo import nfnet_checkpoint
 from zoo import pretrained
+from zoo import registry
+
+MODEL_ERRORS = (pretrained.WeightsError, finetune.CheckpointError,
+                nfnet_checkpoint.ConversionError)
 
 
-def check_model_dir_writable(model_dir):
-  """Raises ConfigError unless `model_dir` exists as a writable directory or can be made."""
-  path = os.path.abspath(model_dir)
-  probe = path
-  while not os.path.exists(probe):
-    probe = os.path.dirname(probe)
-  if not os.path.isdir(probe):
-    raise ConfigError(
-        f"model_dir {model_dir!r} cannot be created: {probe!r} is a file; choose "
-        "another --model_dir")
-  try:
-    os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".model_zoo-write-check-"))
-  except OSError as e:
-    raise ConfigError(
-        f"model_dir {model_dir!r} is not writable ({e.strerror} in {probe!r}); choose "
-        "a writable --model_dir") from None
+@dataclasses.dataclass
+class Data:
+  """The run's data: source, training / validation indices into its training split,
+  and the training class counts."""
+  source: Any
+  train: np.ndarray
+  validation: np.ndarray
+  counts: np.ndarray
 
 
-def check_resume_config(model_dir, config_text):
-  """A model_dir holds one run: refuse to resume it under another configuration."""
-  path = os.path.join(model_dir, "config.gin")
-  if not os.path.exists(path):
-    return
-  with open(path) as f:
-    saved = f.read()
-  if saved == config_text:
-    return
-  old = [l for l in saved.splitlines() if l and not l.startswith("#")]
-  new = [l for l in config_text.splitlines() if l and not l.startswith("#")]
-  was = next((l for l in old if l not in new), None)
-  now = next((l for l in new if l not in old), None)
-  raise ConfigError(
-      f"model_dir {model_dir!r} holds a run with another configuration (its config.gin "
-      f"has {was!r} where this run has {now!r}); rerun with the same flags to resume, "
-      "or pick a new --model_dir")
+@dataclasses.dataclass
+class Length:
+  """How long the run is, and its phases placed in it."""
+  epochs: int
+  steps_per_epoch: int
+  total_steps: int
+  spans: List[phases_lib.Span]
+  phased: bool  # phases were given: layers are frozen / unfrozen by them
 
 
-def check_model_fits(keras_model, num_classes, image_sizes):
-  outputs = keras_model.output_shape[-1]
-  if outputs != num_classes:
-    raise ConfigError(
-        f"the data set has {num_classes} classes but the model outputs {outputs}; "
-        f"bind the model's num_classes to {num_classes} (e.g. NUM_CLASSES = {num_classes})")
-  height, width = keras_model.input_shape[1:3]
-  for size in image_sizes:
-    if (height, width) != (None, None) and (height, width) != (size, size):
-      raise ConfigError(
-          f"the model takes {height}x{width} images but the pipeline feeds {size}x{size}; "
-          "make InputPipeline.image_size / eval_image_size match the model's input_shape")
-
-
-def layer_lr_error(e):
-  return ConfigError("train_and_evaluate.layer_learning_rates: "
-                     + str(e).removeprefix("layer learning rates: "))
-
-
+@dataclasses.dataclass
 class Trainer:
-  """State of one run: strategy, model, optimizer, data, metrics, checkpoint."""
+  """A built run: everything `fit` and `finish` need."""
+  model_dir: str
+  strategy: tf.distribute.Strategy
+  task: experiment.Task
+  optimization: experiment.Optimization
+  runtime: experiment.Runtime
+  data: Data
+  pipeline: pipeline_lib.InputPipeline
+  model: tf_keras.Model
+  optimizer: tf_keras.optimizers.Optimizer
+  step: train_step.TrainStep
+  evaluator: train_step.EvalStep
+  length: Length
+  derived: Dict[str, Any]  # Gin binding -> value that build derived (card, plan)
+  notes: List[str]
+  config_text: str
+  span: Optional[phases_lib.Span] = None
+  books: Optional["Bookkeeping"] = None  # set by `fit`
 
-  def __init__(self, model_dir, strategy, source, indices, train_counts, keras_model,
-               optimizer, loss_fn, pipeline, epochs, seed, gradient_transforms, shot_thresholds,
-               checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
-               jit_compile=False, l2=0.0, l2_exclude=(), head_epochs=0,
-               layer_learning_rates=None, total_steps=None):
-    self.model_dir = model_dir
-    self.head_epochs = head_epochs
-    self.layer_learning_rates = layer_learning_rates
-    self.head_only = False
-    self.l2 = l2
-    self.l2_decayed = [v for v in keras_model.trainable_variables
-                       if l2 and not any(p in v.name for p in l2_exclude)]
-    self.strategy = strategy
-    self.source = source
-    self.indices = indices
-    self.model = keras_model
-    self.optimizer = optimizer
-    self.loss_fn = loss_fn
-    self.pipeline = pipeline
-    self.epochs = epochs
-    self.seed = seed
-    self.transforms = list(gradient_transforms)
-    self.shot_thresholds = shot_thresholds
-    self.checkpoint_every_epochs = max(1, checkpoint_every_epochs)
-    self.eval_every_epochs = eval_every_epochs
-    self.train_counts = train_counts
-    self.global_batch = pipeline.batch_size
-    self.steps_per_epoch = pipeline.steps_per_epoch(len(indices))
-    self.total_steps = total_steps or epochs * self.steps_per_epoch
-    with strategy.scope():
-      self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-      self.train_loss = tf_keras.metrics.Mean("loss")
-      self.train_accuracy = tf_keras.metrics.SparseCategoricalAccuracy("accuracy")
-    self.checkpoint = tf.train.Checkpoint(
-        model=keras_model, optimizer=optimizer, epoch=self.epoch,
-        layer_rngs=layer_rng.layer_random_generators(keras_model))
-    self.manager = tf.train.CheckpointManager(
-        self.checkpoint, os.path.join(model_dir, "checkpoints"),
-        max_to_keep=keep_checkpoints)
-    self.jit_compile = jit_compile
-    self._trace_train_step()
-    self._eval_step = tf.function(self._distributed_eval_step)
+  # -- training ----------------------------------------------------------------
 
-  def _trace_train_step(self):
-    """Fresh step functions: they capture the trainable variables when traced."""
-    self._compiled_forward_backward = (
-        tf.function(self._forward_backward, jit_compile=True) if self.jit_compile
-        else self._forward_backward)
-    self._train_step = tf.function(self._distributed_train_step)
-
-  def set_phase(self, epoch):
-    """Two-phase fine-tuning: the first `head_epochs` epochs train the head alone, the
-    backbone frozen (BatchNorm in inference mode); then every layer trains."""
-    head_only = epoch < self.head_epochs
-    if head_only != self.head_only:
-      finetune.freeze_backbone(self.model, frozen=head_only)
-      self.head_only = head_only
-      self._trace_train_step()
-      print(f"Epoch {epoch + 1}: " + ("head only, backbone frozen" if head_only
-                                      else "every layer trains"), flush=True)
-
-  # -- steps -----------------------------------------------------------------
-
-  def _forward_backward(self, images, labels):
-    """(unscaled per-replica gradients, per-example losses, logits); XLA-compilable."""
-    variables = self.model.trainable_variables
-    scaling = isinstance(self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
-    with tf.GradientTape() as tape:
-      logits = self.model(images, training=True)
-      per_example = self.loss_fn(labels, logits)
-      loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
-      if self.model.losses:
-        loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
-      trained = {v.ref() for v in variables}
-      decayed = [v for v in self.l2_decayed if v.ref() in trained]
-      if decayed:
-        loss += tf.nn.scale_regularization_loss(0.5 * self.l2 * tf.add_n(
-            [tf.reduce_sum(tf.square(tf.cast(v, tf.float32))) for v in decayed]))
-      scaled_loss = self.optimizer.get_scaled_loss(loss) if scaling else loss
-    grads = tape.gradient(scaled_loss, variables)
-    if scaling:
-      grads = self.optimizer.get_unscaled_gradients(grads)
-    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-             for g, v in zip(grads, variables)]
-    return grads, per_example, logits
-
-  def _replica_train_step(self, images, labels):
-    grads, per_example, logits = self._compiled_forward_backward(images, labels)
-    grads = tf.distribute.get_replica_context().all_reduce(
-        tf.distribute.ReduceOp.SUM, grads)
-    variables = self.model.trainable_variables
-    for transform in self.transforms:
-      grads = transform(grads, variables)
-    if self.layer_learning_rates is None:
-      self.optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
-    else:
-      self.layer_learning_rates.apply_gradients(
-          self.optimizer, zip(grads, variables), skip_gradients_aggregation=True)
-    self.train_loss.update_state(per_example)
-    if labels.shape.rank == 2:  # soft targets (MixUp / CutMix): score their argmax
-      labels = tf.argmax(labels, axis=-1, output_type=tf.int32)
-    self.train_accuracy.update_state(labels, logits)
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                               tf.cast(tf.reshape(labels, [-1]), tf.int32)), tf.float32)
-    return (tf.reduce_sum(per_example) / self.global_batch,
-            tf.reduce_sum(correct) / self.global_batch)
-
-  def _distributed_train_step(self, batch):
-    """One step; returns this global batch's (mean loss, accuracy)."""
-    loss, accuracy = self.strategy.run(self._replica_train_step, args=batch)
-    return (self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
-            self.strategy.reduce(tf.distribute.ReduceOp.SUM, accuracy, axis=None))
-
-  def _replica_eval_step(self, images, labels):
-    logits = self.model(images, training=False)
-    return tf.argmax(logits, axis=-1, output_type=tf.int32), labels
-
-  def _distributed_eval_step(self, batch):
-    predictions, labels = self.strategy.run(self._replica_eval_step, args=batch)
-    return (self.strategy.gather(predictions, axis=0),
-            self.strategy.gather(labels, axis=0))
-
-  # -- loops -----------------------------------------------------------------
+  def enter(self, epoch):
+    """Sets the trainable layers of the phase that trains `epoch` (and retraces)."""
+    span = phases_lib.span_at(self.length.spans, epoch)
+    if span == self.span:
+      return
+    if self.length.phased and (self.span is None or span.trainable != self.span.trainable):
+      phases_lib.set_trainable(self.model, span.trainable)
+      self.step.retrace()
+      print(f"Epoch {epoch + 1}: phase trains {span.trainable!r} at x{span.lr_scale:g} "
+            "the rate", flush=True)
+    self.span = span
 
   def train_epoch(self, epoch, on_step=None):
-    """Trains one epoch; `on_step(step, loss, accuracy)` sees every global batch."""
-    dataset = self.pipeline.train_dataset(self.source, self.indices, epoch, self.seed)
-    steps = min(self.steps_per_epoch, self.total_steps - epoch * self.steps_per_epoch)
-    if steps < self.steps_per_epoch:  # a run measured in steps ends mid-epoch
+    """Trains one epoch in loops of `steps_per_loop` steps; `on_step(step, loss,
+    accuracy)` sees every global batch."""
+    length = self.length
+    dataset = self.pipeline.train_dataset(self.data.source, self.data.train, epoch,
+                                          self.runtime.seed)
+    steps = min(length.steps_per_epoch, length.total_steps - epoch * length.steps_per_epoch)
+    if steps < length.steps_per_epoch:  # a run measured in steps ends mid-epoch
       dataset = dataset.take(steps)
-    dist = self.strategy.experimental_distribute_dataset(dataset)
-    self.train_loss.reset_state()
-    self.train_accuracy.reset_state()
-    bar = tf_keras.utils.Progbar(
-        steps, stateful_metrics=["loss", "accuracy"], unit_name="step")
-    for step, batch in enumerate(dist):
-      loss, accuracy = self._train_step(batch)
+    iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+    self.step.reset_metrics()
+    bar = tf_keras.utils.Progbar(steps, stateful_metrics=["loss", "accuracy"],
+                                 unit_name="step")
+    done = 0
+    while done < steps:
+      n = min(self.runtime.steps_per_loop, steps - done)
+      losses, accuracies = self.step.loop(iterator, n)
       if on_step is not None:
-        on_step(epoch * self.steps_per_epoch + step, float(loss), float(accuracy))
-      bar.update(step + 1, values=[("loss", float(self.train_loss.result())),
-                                   ("accuracy", float(self.train_accuracy.result()))])
+        for i in range(n):
+          on_step(epoch * length.steps_per_epoch + done + i, float(losses[i]),
+                  float(accuracies[i]))
+      done += n
+      bar.update(done, values=[("loss", float(self.step.loss_metric.result())),
+                               ("accuracy", float(self.step.accuracy_metric.result()))])
 
-  def predict_test(self):
-    """(labels, predictions) on the whole test split, padding removed."""
-    dist = self.strategy.experimental_distribute_dataset(
-        self.pipeline.eval_dataset(self.source))
-    all_predictions, all_labels = [], []
-    for batch in dist:
-      predictions, labels = self._eval_step(batch)
-      all_predictions.append(predictions.numpy())
-      all_labels.append(labels.numpy())
-    labels = np.concatenate(all_labels)
-    keep = labels != pipeline_lib.PAD_LABEL
-    return labels[keep], np.concatenate(all_predictions)[keep]
+  # -- evaluation --------------------------------------------------------------
 
-  def evaluate(self):
-    """Test metrics, with the optimizer's weight averages if it keeps them."""
+  def predict(self, split="test"):
+    """(labels, predictions) of the test split or the validation examples."""
+    if split == "test":
+      dataset = self.pipeline.eval_dataset(self.data.source)
+    else:
+      dataset = self.pipeline.eval_dataset(self.data.source, "train", self.data.validation)
+    return self.evaluator.predict(dataset, pipeline_lib.PAD_LABEL)
+
+  def score(self, split="test"):
+    """Long-tail metrics of the model's current weights on `split`."""
+    labels, predictions = self.predict(split)
+    return evaluation.long_tail_metrics(labels, predictions, self.data.counts,
+                                        *self.task.shot_thresholds)
+
+  def evaluate(self, split="test"):
+    """`score`, with the optimizer's weight averages if it keeps them."""
     with weight_ema.averaged_weights(self.optimizer, self.model.trainable_variables):
-      labels, predictions = self.predict_test()
-    return evaluation.long_tail_metrics(
-        labels, predictions, self.train_counts, *self.shot_thresholds)
+      return self.score(split)
 
-  def run(self, on_step=None):
-    """Trains from the latest checkpoint to `epochs`, then evaluates and reports."""
-    latest = self.manager.latest_checkpoint
-    if latest:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
-      print(f"Resumed from {latest} at epoch {int(self.epoch.numpy())} of {self.epochs}",
-            flush=True)
-    train_writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "train"))
-    eval_writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "eval"))
-    start = time.time()
-    first = int(self.epoch.numpy())
-    for epoch in range(first, self.epochs):
-      print(f"Epoch {epoch + 1}/{self.epochs}", flush=True)
-      self.set_phase(epoch)
-      self.train_epoch(epoch, on_step)
-      self.epoch.assign(epoch + 1)
-      with train_writer.as_default(step=epoch + 1):
-        tf.summary.scalar("loss", self.train_loss.result())
-        tf.summary.scalar("accuracy", self.train_accuracy.result())
-        tf.summary.scalar("learning_rate", self.current_learning_rate())
-      if (epoch + 1) % self.checkpoint_every_epochs == 0 or epoch + 1 == self.epochs:
-        self.manager.save(checkpoint_number=epoch + 1)
-      if self.eval_every_epochs and (epoch + 1) % self.eval_every_epochs == 0:
-        self._write_eval_summaries(eval_writer, self.evaluate(), epoch + 1)
-    self.set_phase(self.epochs)
-    metrics = self.evaluate()
-    self._write_eval_summaries(eval_writer, metrics, self.epochs)
-    metrics.update(
-        epochs=self.epochs, steps=self.total_steps, seed=self.seed, data=self.source.name,
-        class_names=[str(name) for name in self.source.class_names],
-        num_train_examples=int(len(self.indices)), global_batch_size=self.global_batch,
-        num_replicas=self.strategy.num_replicas_in_sync,
-        train_seconds_this_run=round(time.time() - start, 1),
-        final_train_loss=float(self.train_loss.result()) if first < self.epochs else None)
-    return metrics
-
-  def current_learning_rate(self):
+  def learning_rate(self):
     lr = self.optimizer.learning_rate
     if isinstance(lr, tf_keras.optimizers.schedules.LearningRateSchedule):
       return lr(self.optimizer.iterations)
     return lr
 
-  @staticmethod
-  def _write_eval_summaries(writer, metrics, step):
-    with writer.as_default(step=step):
-      for key in ("top1", "balanced_accuracy", "many_shot_accuracy",
-                  "medium_shot_accuracy", "few_shot_accuracy"):
-        if metrics.get(key) is not None:
-          tf.summary.scalar(key, metrics[key])
+
+# -- build ---------------------------------------------------------------------
 
 
-@gin.configurable(denylist=["model_dir", "strategy", "on_step"])
-def train_and_evaluate(model_dir, strategy, *, data=gin.REQUIRED, model=gin.REQUIRED,
-                       pipeline=None, long_tail=None, model_transforms=(),
-                       loss=losses.cross_entropy,
-                       optimizer=tf_keras.optimizers.SGD,
-                       learning_rate=schedules.warmup_cosine, epochs=30, seed=0,
-                       gradient_transforms=(), weight_decay_exclude=(), l2=0.0,
-                       mixed_precision=None, jit_compile=False, deterministic_ops=True,
-                       shot_thresholds=(100, 20), checkpoint_every_epochs=1,
-                       eval_every_epochs=5, keep_checkpoints=3, export_saved_model=False,
-                       steps=None, head_epochs=0, unfreeze_lr_scale=0.1,
-                       layer_learning_rates=None, hyperrule=None, name=None, on_step=None):
-  """Trains `model` on `data` and writes the run's report to `model_dir`.
-
-  Args:
-    model_dir: where checkpoints, TensorBoard events, config and report go.
-    strategy: a tf.distribute strategy.
-    data: a callable returning a `recipes.data.source.Source`.
-    model: a callable returning a tf_keras model that outputs logits.
-    model_transforms: callables `model -> model` applied in order to the built model
-      (e.g. `swap_batch_norm`, `acnet_convert`, `recompute`): tricks that rewrite a
-      model, switched on for any zoo model from Gin.
-    pipeline: an `InputPipeline`; None builds one from its Gin bindings.
-    long_tail: a `LongTail` drawn from the training pool, or None for all of it.
-    loss: called as `loss(class_counts=...)`; returns per-example losses.
-    optimizer: a tf_keras optimizer class, called with `learning_rate=`.
-    learning_rate: called as `learning_rate(total_steps=, steps_per_epoch=)`.
-    epochs, seed: length of the run, and the seed of every random choice.
-    steps: None, or the run's length in global steps (overrides `epochs`; the last
-      epoch is cut short).
-    head_epochs: two-phase fine-tuning: the first `head_epochs` epochs train the
-      "logits" head alone (backbone frozen, BatchNorm in inference mode) on
-      `learning_rate` built for those steps; then every layer trains on
-      `unfreeze_lr_scale` x `learning_rate` built for the remaining steps.
-    layer_learning_rates: {name regex: multiplier}: per-layer-group learning rates
-      (tricks/layer_lr.py), first match wins, unmatched variables keep the rate.
-    hyperrule: a rule (e.g. `@BitHyperRule()`) that sets the run's steps, learning
-      rate, training resolution and MixUp from the training set's size and image
-      resolution, in place of `steps`/`epochs`, `learning_rate` and those pipeline
-      bindings.
-    gradient_transforms: callables `(grads, variables) -> grads` (e.g. AGC),
-      applied to unscaled, all-reduced gradients.
-    weight_decay_exclude: variable-name substrings that are not decayed, neither by
-      the optimizer's (decoupled) weight_decay nor by `l2`.
-    l2: coefficient of an L2 penalty l2 / 2 * sum ||w||^2 added to the loss (coupled
-      weight decay), over every trainable variable of the model, nested ones included.
-    mixed_precision: None, "mixed_float16" (with dynamic loss scaling) or
-      "mixed_bfloat16": the Keras policy for every layer built after it is set.
-    jit_compile: XLA-compile each replica's forward and backward pass.
-    deterministic_ops: TF's op determinism (same command, same metrics).
-    shot_thresholds: (many_shot_above, few_shot_below) training counts.
-    checkpoint_every_epochs, eval_every_epochs, keep_checkpoints: bookkeeping.
-    export_saved_model: also write model_dir/export, a SavedModel that takes encoded
-      images and has the evaluation preprocessing inside (zoo/export.py), with the
-      averaged weights when the optimizer keeps an EMA.
-    name: the recipe's name, recorded in metrics.json.
-    on_step: called as `on_step(step, loss, accuracy)` after every global batch.
-  """
-  if epochs < 1:
-    raise ConfigError(f"train_and_evaluate.epochs must be >= 1, got {epochs}")
-  if steps is not None and steps < 1:
-    raise ConfigError(f"train_and_evaluate.steps must be >= 1 or None, got {steps}")
-  try:
-    layer_lrs = (layer_lr.LayerLearningRates(layer_learning_rates)
-                 if layer_learning_rates is not None else None)
-  except ValueError as e:
-    raise layer_lr_error(e) from None
+def set_up_runtime(runtime):
+  """Seeds, op determinism and the precision policy, before anything is built."""
+  checks.runtime(runtime)
   tf_keras.backend.experimental.enable_tf_random_generator()
-  tf_keras.utils.set_random_seed(seed)
-  if deterministic_ops:
+  tf_keras.utils.set_random_seed(runtime.seed)
+  if runtime.deterministic_ops:
     tf.config.experimental.enable_op_determinism()
-  if mixed_precision not in (None, "mixed_float16", "mixed_bfloat16"):
-    raise ConfigError(f"train_and_evaluate.mixed_precision={mixed_precision!r}; use None, "
-                      "'mixed_float16' or 'mixed_bfloat16'")
-  tf_keras.mixed_precision.set_global_policy(mixed_precision or "float32")
-
-  pipeline = pipeline or pipeline_lib.InputPipeline()
-  source = data()
-  indices = (long_tail.select(source.train_labels, source.num_classes)
-             if long_tail else np.arange(len(source.train_labels)))
-  replicas = strategy.num_replicas_in_sync
-  if pipeline.batch_size % replicas:
-    raise ConfigError(
-        f"InputPipeline.batch_size={pipeline.batch_size} does not split over {replicas} "
-        "replicas; use a multiple of the replica count")
-  if len(indices) < pipeline.batch_size:
-    raise ConfigError(
-        f"the training split has {len(indices)} examples, fewer than one global batch "
-        f"of {pipeline.batch_size}; lower InputPipeline.batch_size")
-  rule_note = None
-  if hyperrule is not None:
-    steps, learning_rate, rule_note = apply_hyperrule(hyperrule, source, indices, pipeline)
-  steps_per_epoch = pipeline.steps_per_epoch(len(indices))
-  if steps is not None:
-    epochs = -(-steps // steps_per_epoch)
-  total_steps = steps or epochs * steps_per_epoch
-  if not 0 <= head_epochs < epochs:
-    raise ConfigError(f"train_and_evaluate.head_epochs={head_epochs} must be in [0, "
-                      f"epochs={epochs}): the whole model trains after the head")
-  counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
-
-  with strategy.scope():
-    try:
-      keras_model = model()
-    except (pretrained.WeightsError, finetune.CheckpointError,
-            nfnet_checkpoint.ConversionError) as e:
-      raise ConfigError(str(e)) from None
-    for transform in model_transforms:
-      try:
-        keras_model = transform(keras_model)
-      except ValueError as e:
-        raise ConfigError(f"train_and_evaluate.model_transforms: {e}") from None
-    check_model_fits(keras_model, source.num_classes,
-                     {pipeline.image_size, pipeline.eval_image_size})
-    if head_epochs:
-      try:
-        keras_model.get_layer(finetune.HEAD)
-      except ValueError:
-        raise ConfigError(f"train_and_evaluate.head_epochs needs a model with a "
-                          f"{finetune.HEAD!r} head layer; {keras_model.name!r} has none "
-                          "(use a zoo model)") from None
-      head = keras_model.get_layer(finetune.HEAD)
-      if len(keras_model.trainable_variables) == len(head.trainable_variables):
-        raise ConfigError("train_and_evaluate.head_epochs with a frozen backbone: the second "
-                          "phase would unfreeze it; use HEAD_EPOCHS (two phases) or "
-                          "FREEZE_BACKBONE (head only), not both")
-      head_steps = head_epochs * steps_per_epoch
-      schedule = schedules.TwoPhaseSchedule(
-          head_steps,
-          learning_rate(total_steps=head_steps, steps_per_epoch=steps_per_epoch),
-          learning_rate(total_steps=total_steps - head_steps,
-                        steps_per_epoch=steps_per_epoch),
-          scale=unfreeze_lr_scale)
-    else:
-      schedule = learning_rate(total_steps=total_steps, steps_per_epoch=steps_per_epoch)
-    opt = optimizer(learning_rate=schedule)
-    if weight_decay_exclude:
-      opt.exclude_from_weight_decay(var_names=list(weight_decay_exclude))
-    if mixed_precision == "mixed_float16":
-      opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
-    # Slots (momenta, weight averages) exist before a checkpoint is restored, so a
-    # run resumed at its last epoch evaluates with its averages too.
-    getattr(opt, "inner_optimizer", opt).build(keras_model.trainable_variables)
-    loss_fn = loss(class_counts=counts)
-    if layer_lrs is not None:
-      try:
-        groups = layer_lrs.build(keras_model.trainable_variables)
-      except ValueError as e:
-        raise layer_lr_error(e) from None
-  transforms = list(gradient_transforms)
-  for transform in transforms:
-    if hasattr(transform, "build"):
-      transform.build(keras_model)
-
-  config_text = gin.config_str()
-  check_model_dir_writable(model_dir)
-  check_resume_config(model_dir, config_text)
-
-  # Validated: from here on the run writes into model_dir.
-  os.makedirs(model_dir, exist_ok=True)
-  report.write_text(os.path.join(model_dir, "config.gin"), config_text)
-  print(f"{source.name}: {len(indices)} training examples (per class {counts.tolist()}), "
-        f"{len(source.test_labels)} test; {steps_per_epoch} steps of {pipeline.batch_size} "
-        f"an epoch on {replicas} replica(s); writing to {model_dir}", flush=True)
-  if rule_note:
-    print(rule_note, flush=True)
-  if layer_lrs is not None:
-    print("layer learning rates: " + ", ".join(
-        f"{n} variables x{m:g}" for m, n in sorted(groups.items())), flush=True)
-  trainer = Trainer(model_dir, strategy, source, indices, counts, keras_model, opt, loss_fn,
-                    pipeline, epochs, seed, transforms, shot_thresholds,
-                    checkpoint_every_epochs, eval_every_epochs, keep_checkpoints,
-                    jit_compile=jit_compile, l2=l2, l2_exclude=weight_decay_exclude,
-                    head_epochs=head_epochs, layer_learning_rates=layer_lrs,
-                    total_steps=total_steps)
-  metrics = trainer.run(on_step)
-  metrics["recipe"] = name
-  if rule_note:
-    metrics["hyperrule"] = rule_note
-  report.write_json(os.path.join(model_dir, "metrics.json"), metrics)
-  report.plot_per_class_accuracy(
-      os.path.join(model_dir, "per_class_accuracy.png"), metrics,
-      title=f"{name or source.name}: per-class accuracy vs. training count")
-  if export_saved_model:
-    write_export(os.path.join(model_dir, "export"), keras_model, trainer.optimizer, pipeline)
-  report.write_text(os.path.join(model_dir, "operative_config.gin"),
-                    gin.operative_config_str())
-  return metrics
+  tf_keras.mixed_precision.set_global_policy(runtime.mixed_precision or "float32")
 
 
-def apply_hyperrule(rule, source, indices, pipeline):
-  """(steps, learning-rate builder, description) from `rule`; sets the pipeline's
-  training resolution and MixUp. The first training image stands for the data set's
-  resolution."""
-  num_examples = len(indices)
-  first = next(iter(source.make_dataset("train", np.asarray(indices[:1]))))
+def load_data(task, seed):
+  """The source, its validation hold-out (balanced, drawn with `seed`, before the
+  long-tail draw), the training draw and its class counts."""
+  source = task.data()
+  pool = np.arange(len(source.train_labels))
+  validation = np.zeros([0], np.int64)
+  if task.validation_per_class:
+    pool, validation = source_lib.balanced_holdout(
+        source.train_labels, task.validation_per_class, seed)
+  train = pool
+  if task.long_tail:
+    train = pool[task.long_tail.select(source.train_labels[pool], source.num_classes)]
+  counts = np.bincount(source.train_labels[train], minlength=source.num_classes)
+  return Data(source, train, validation, counts)
+
+
+def plan_run(optimization, runtime, data, base_pipeline):
+  """(pipeline overrides, steps, schedule builder, notes, derived bindings): the
+  hyperrule's plan, if any, else the run's own settings."""
+  rule = optimization.hyperrule
+  if rule is None:
+    return {}, runtime.steps, optimization.learning_rate, [], {}
+  first = next(iter(data.source.make_dataset("train", data.train[:1])))
   height, width = (int(d) for d in first[0].shape[:2])
-  resize, crop = rule.resolution(height, width)
-  pipeline.train_resize, pipeline.image_size, pipeline.eval_image_size = resize, crop, crop
-  if not pipeline.cutmix_alpha:
-    pipeline.mixup_alpha = rule.mixup_alpha(num_examples)
-  schedule = rule.learning_rate(num_examples, pipeline.batch_size)
+  plan = rule.plan(len(data.train), height, width, base_pipeline.batch_size,
+                   cutmix=bool(base_pipeline.cutmix_alpha))
+  derived = {f"InputPipeline.{k}": v for k, v in plan.pipeline.items()}
+  derived["Runtime.steps"] = plan.steps
 
   def learning_rate(total_steps, steps_per_epoch):
     del total_steps, steps_per_epoch
-    return schedule
+    return plan.learning_rate
 
-  note = rule.describe(num_examples, height, width, pipeline.batch_size)
-  return rule.steps(num_examples), learning_rate, note
+  return dict(plan.pipeline), plan.steps, learning_rate, [plan.note], derived
+
+
+def resolve_pipeline(base, overrides, model, card):
+  """The pipeline used: the Gin-built one with the plan's fields and, where still
+  unset, the model card's; returns (pipeline, derived bindings)."""
+  height, width = model.input_shape[1:3]
+  model_size = height if height is not None and height == width else None
+  if card is None:  # a model from outside the zoo: train and test alike, ImageNet stats
+    size = overrides.get("image_size") or base.image_size or model_size
+    if size is None:
+      raise ConfigError(f"InputPipeline.image_size is unset and model {model.name!r} has "
+                        "no zoo card and an open input size; bind InputPipeline.image_size")
+    card = card_lib.ModelCard(size, size, 1.0, "bilinear", card_lib.IMAGENET_MEAN,
+                              card_lib.IMAGENET_STD, None, None)
+  pipeline = base.replace(**overrides)
+  pipeline, taken = pipeline.with_card(card, model_size)
+  try:
+    pipeline.check()
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
+  return pipeline, {f"InputPipeline.{k}": v for k, v in taken.items()}
+
+
+def build_model(task):
+  """The model with its transforms, and its zoo card (None outside the zoo)."""
+  try:
+    model = task.model()
+  except MODEL_ERRORS as e:
+    raise ConfigError(str(e)) from None
+  card = registry.card_of(model)
+  for transform in task.model_transforms:
+    try:
+      model = registry.attach_card(transform(model), card) if card else transform(model)
+    except ValueError as e:
+      raise ConfigError(f"Task.model_transforms: {e}") from None
+  return model, card
+
+
+def run_length(optimization, runtime, data, pipeline, steps, model):
+  """The run's epochs, steps and phases (validated)."""
+  steps_per_epoch = pipeline.steps_per_epoch(len(data.train))
+  epochs = -(-steps // steps_per_epoch) if steps is not None else runtime.epochs
+  total_steps = steps or epochs * steps_per_epoch
+  spans = phases_lib.place(optimization.phases, epochs, steps_per_epoch, total_steps)
+  phased = bool(optimization.phases)
+  if phased and any(s.trainable != "head" for s in spans):
+    head = _head(model)
+    if len(model.trainable_variables) == len(head.trainable_variables):
+      raise ConfigError("Optimization.phases unfreeze a backbone frozen for the whole run "
+                        "(finetune_model.freeze); use phases (HEAD_EPOCHS) or "
+                        "FREEZE_BACKBONE (head only), not both")
+  if phased and any(s.trainable == "head" for s in spans):
+    _head(model)
+  return Length(epochs, steps_per_epoch, total_steps, spans, phased)
+
+
+def _head(model):
+  try:
+    return model.get_layer(finetune.HEAD)
+  except ValueError:
+    raise ConfigError(f"a 'head' phase needs a model with a {finetune.HEAD!r} layer; "
+                      f"{model.name!r} has none (use a zoo model)") from None
+
+
+def build_optimizer(optimization, runtime, model, length, learning_rate):
+  """The optimizer (loss-scaled for float16) with its slots built, so a checkpoint
+  restores into them, and the per-layer-group rates (or None)."""
+  schedule = phases_lib.schedule(length.spans, learning_rate, length.steps_per_epoch)
+  opt = optimization.optimizer(learning_rate=schedule)
+  if optimization.weight_decay_exclude:
+    opt.exclude_from_weight_decay(var_names=list(optimization.weight_decay_exclude))
+  if runtime.mixed_precision == "mixed_float16":
+    opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
+  getattr(opt, "inner_optimizer", opt).build(model.trainable_variables)
+  if optimization.layer_learning_rates is None:
+    return opt, None, []
+  try:
+    rates = layer_lr.LayerLearningRates(optimization.layer_learning_rates)
+    groups = rates.build(model.trainable_variables)
+  except ValueError as e:
+    raise ConfigError("Optimization.layer_learning_rates: "
+                      + str(e).removeprefix("layer learning rates: ")) from None
+  note = "layer learning rates: " + ", ".join(
+      f"{n} variables x{m:g}" for m, n in sorted(groups.items()))
+  return opt, rates, [note]
+
+
+def build(model_dir, strategy, task, optimization, runtime):
+  """Validates the run and constructs everything it uses; writes nothing."""
+  set_up_runtime(runtime)
+  checks.task(task, runtime)
+  checks.optimization(optimization)
+  data = load_data(task, runtime.seed)
+  base = task.pipeline()
+  checks.batch(base, len(data.train), strategy.num_replicas_in_sync)
+  overrides, steps, learning_rate, notes, derived = plan_run(optimization, runtime, data,
+                                                            base)
+  with strategy.scope():
+    model, card = build_model(task)
+    pipeline, taken = resolve_pipeline(base, overrides, model, card)
+    derived.update(taken)
+    checks.model_fits(model, data.source.num_classes,
+                      {pipeline.image_size, pipeline.eval_image_size})
+    length = run_length(optimization, runtime, data, pipeline, steps, model)
+    opt, rates, rate_notes = build_optimizer(optimization, runtime, model, length,
+                                             learning_rate)
+    loss_fn = task.loss(class_counts=data.counts)
+  for transform in optimization.gradient_transforms:
+    if hasattr(transform, "build"):
+      transform.build(model)
+  decayed = [v for v in model.trainable_variables
+             if not any(p in v.name for p in optimization.weight_decay_exclude)]
+  step = train_step.TrainStep(train_step.StepParts(
+      strategy, model, opt, loss_fn, pipeline.batch_size,
+      list(optimization.gradient_transforms), optimization.l2, decayed, rates,
+      runtime.jit_compile))
+  config_text = gin.config_str()
+  checks.model_dir_writable(model_dir)
+  checks.resume_config(model_dir, config_text)
+  return Trainer(model_dir, strategy, task, optimization, runtime, data, pipeline, model,
+                 opt, step, train_step.EvalStep(strategy, model), length, derived,
+                 notes + rate_notes, config_text)
+
+
+# -- fit -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Record:
+  """What `fit` leaves for `finish`."""
+  first_epoch: int
+  last_epoch: int
+  final_train_loss: Optional[float]
+  seconds: float
+  best: Optional[Dict[str, Any]] = None
+  stopped_early: bool = False
+
+
+class Bookkeeping:
+  """Checkpoints (latest, and best on validation), summaries, early stopping."""
+
+  def __init__(self, trainer):
+    self.t = trainer
+    rt = trainer.runtime
+    with trainer.strategy.scope():
+      self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+      self.best_value = tf.Variable(-1.0, dtype=tf.float64, trainable=False, name="best")
+      self.best_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="best_epoch")
+      self.stopped = tf.Variable(False, trainable=False, name="stopped_early")
+    self.checkpoint = tf.train.Checkpoint(
+        model=trainer.model, optimizer=trainer.optimizer, epoch=self.epoch,
+        best_value=self.best_value, best_epoch=self.best_epoch, stopped=self.stopped,
+        layer_rngs=layer_rng.layer_random_generators(trainer.model))
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, os.path.join(trainer.model_dir, "checkpoints"),
+        max_to_keep=rt.keep_checkpoints)
+    self.best = tf.train.CheckpointManager(  # the validated (averaged) weights
+        tf.train.Checkpoint(model=trainer.model),
+        os.path.join(trainer.model_dir, "best"), max_to_keep=1)
+    self.train_writer = tf.summary.create_file_writer(
+        os.path.join(trainer.model_dir, "train"))
+    self.eval_writer = tf.summary.create_file_writer(os.path.join(trainer.model_dir, "eval"))
+
+  def restore(self):
+    latest = self.manager.latest_checkpoint
+    if latest:
+      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      print(f"Resumed from {latest} at epoch {int(self.epoch.numpy())} of "
+            f"{self.t.length.epochs}", flush=True)
+    return int(self.epoch.numpy())
+
+  def end_epoch(self, epoch):
+    """Summaries, checkpoint, evaluations after `epoch` (0-based); True to stop early."""
+    t, rt = self.t, self.t.runtime
+    done = epoch + 1
+    self.epoch.assign(done)
+    with self.train_writer.as_default(step=done):
+      tf.summary.scalar("loss", t.step.loss_metric.result())
+      tf.summary.scalar("accuracy", t.step.accuracy_metric.result())
+      tf.summary.scalar("learning_rate", t.learning_rate())
+    last = done == t.length.epochs
+    evaluating = rt.eval_every_epochs and done % rt.eval_every_epochs == 0
+    stop = False
+    if rt.best_metric and (evaluating or last):
+      stop = self.validate(done)
+      self.stopped.assign(stop)
+    if done % rt.checkpoint_every_epochs == 0 or last or stop:
+      self.manager.save(checkpoint_number=done)
+    if evaluating and not last:
+      write_eval_summaries(self.eval_writer, t.evaluate(), done)
+    return stop
+
+  def validate(self, done):
+    """Scores the validation split; keeps the best checkpoint; True when patience ran
+    out."""
+    t, rt = self.t, self.t.runtime
+    with weight_ema.averaged_weights(t.optimizer, t.model.trainable_variables):
+      value = t.score("validation")[rt.best_metric]
+      better = value > float(self.best_value.numpy())
+      if better:
+        self.best.save(checkpoint_number=done)
+    with self.eval_writer.as_default(step=done):
+      tf.summary.scalar(f"validation_{rt.best_metric}", value)
+    if better:
+      self.best_value.assign(value)
+      self.best_epoch.assign(done)
+      return False
+    patience = rt.early_stopping_patience
+    evals_since = (done - int(self.best_epoch.numpy())) // max(1, rt.eval_every_epochs or 1)
+    if patience is not None and evals_since >= patience:
+      print(f"Early stop after epoch {done}: validation {rt.best_metric} has not passed "
+            f"{float(self.best_value.numpy()):.4f} (epoch {int(self.best_epoch.numpy())}) "
+            f"in {evals_since} evaluations", flush=True)
+      return True
+    return False
+
+
+def fit(trainer, on_step=None):
+  """Trains from the latest checkpoint to the run's end (or an early stop)."""
+  books = Bookkeeping(trainer)
+  trainer.books = books
+  first = books.restore()
+  start = time.time()
+  loss = None
+  stopped = bool(books.stopped.numpy())
+  for epoch in range(first, first if stopped else trainer.length.epochs):
+    print(f"Epoch {epoch + 1}/{trainer.length.epochs}", flush=True)
+    trainer.enter(epoch)
+    trainer.train_epoch(epoch, on_step)
+    loss = float(trainer.step.loss_metric.result())
+    if books.end_epoch(epoch):
+      stopped = True
+      break
+  trainer.enter(trainer.length.epochs)
+  best = None
+  if trainer.runtime.best_metric and books.best.latest_checkpoint:
+    best = {"epoch": int(books.best_epoch.numpy()),
+            f"validation_{trainer.runtime.best_metric}": float(books.best_value.numpy()),
+            "checkpoint": books.best.latest_checkpoint}
+  return Record(first, int(books.epoch.numpy()), loss, time.time() - start, best, stopped)
+
+
+def write_eval_summaries(writer, metrics, step):
+  with writer.as_default(step=step):
+    for key in checks.METRICS:
+      if metrics.get(key) is not None:
+        tf.summary.scalar(key, metrics[key])
+
+
+# -- finish --------------------------------------------------------------------
+
+
+def is_chief(strategy):
+  """Whether this worker writes the run's outputs (multi-worker: the chief, or worker
+  0 when there is no chief)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not resolver.task_type:
+    return True
+  spec = resolver.cluster_spec().as_dict()
+  if "chief" in spec:
+    return resolver.task_type == "chief"
+  return resolver.task_type == "worker" and resolver.task_id == 0
+
+
+def best_on_validation(trainer, record):
+  """Test metrics of the best-on-validation weights, labelled; the final weights are
+  put back afterwards."""
+  if record.best is None:
+    return None
+  final = [v.numpy() for v in trainer.model.weights]
+  tf.train.Checkpoint(model=trainer.model).read(record.best["checkpoint"]).expect_partial()
+  metrics = trainer.score()  # the checkpoint holds the weights that were validated
+  for variable, value in zip(trainer.model.weights, final):
+    variable.assign(value)
+  return dict(record.best, test=metrics)
+
+
+def operative_config(trainer):
+  """Gin's operative config, then the bindings `build` derived (later lines win when
+  the file is parsed again, so the file reproduces the run)."""
+  text = gin.operative_config_str()
+  if trainer.derived:
+    lines = [f"{k} = {v!r}" for k, v in sorted(trainer.derived.items())]
+    text += ("\n# Derived in build (model card, hyperrule plan); these values were used:\n"
+             + "\n".join(lines) + "\n")
+  return text
+
+
+def finish(trainer, record):
+  """Evaluates and writes the report, plot, export and operative config; returns the
+  metrics."""
+  rt, data = trainer.runtime, trainer.data
+  metrics = trainer.evaluate()
+  metrics.update(
+      recipe=trainer.task.name, epochs=trainer.length.epochs, epochs_trained=record.last_epoch,
+      steps=trainer.length.total_steps, seed=rt.seed, data=data.source.name,
+      class_names=[str(name) for name in data.source.class_names],
+      num_train_examples=int(len(data.train)), num_validation_examples=int(len(
+          data.validation)), global_batch_size=trainer.pipeline.batch_size,
+      num_replicas=trainer.strategy.num_replicas_in_sync,
+      train_seconds_this_run=round(record.seconds, 1), stopped_early=record.stopped_early,
+      final_train_loss=record.final_train_loss if record.first_epoch < record.last_epoch
+      else None, best_on_validation=best_on_validation(trainer, record),
+      derived={k: list(v) if isinstance(v, tuple) else v for k, v in trainer.derived.items()})
+  if trainer.optimization.hyperrule is not None:
+    metrics["hyperrule"] = trainer.notes[0]
+  if not is_chief(trainer.strategy):
+    return metrics
+  write_eval_summaries(trainer.books.eval_writer, metrics, trainer.length.epochs)
+  report.write_json(os.path.join(trainer.model_dir, "metrics.json"), metrics)
+  report.plot_per_class_accuracy(
+      os.path.join(trainer.model_dir, "per_class_accuracy.png"), metrics,
+      title=f"{trainer.task.name or data.source.name}: per-class accuracy vs. training count")
+  if rt.export_saved_model:
+    write_export(os.path.join(trainer.model_dir, "export"), trainer.model, trainer.optimizer,
+                 trainer.pipeline)
+  report.write_text(os.path.join(trainer.model_dir, "operative_config.gin"),
+                    operative_config(trainer))
+  return metrics
 
 
 def write_export(path, keras_model, optimizer, pipeline):
@@ -526,8 +530,38 @@ def write_export(path, keras_model, optimizer, pipeline):
     tf.io.gfile.rmtree(partial)
   with weight_ema.averaged_weights(optimizer, keras_model.trainable_variables):
     export.export_saved_model(keras_model, partial, pipeline.eval_image_size,
-                              pipeline.mean.numpy().tolist(), pipeline.std.numpy().tolist(),
-                              pipeline.eval_crop_fraction)
+                              list(pipeline.mean), list(pipeline.std),
+                              pipeline.eval_crop_fraction, pipeline.eval_resize_method)
   if tf.io.gfile.exists(path):
     tf.io.gfile.rmtree(path)
   tf.io.gfile.rename(partial, path)
+
+
+# -- the entry -----------------------------------------------------------------
+
+
+@gin.configurable(denylist=["model_dir", "strategy", "task", "optimization", "runtime",
+                            "on_step"])
+def train_and_evaluate(model_dir, strategy, task=None, optimization=None, runtime=None,
+                       on_step=None):
+  """Builds, fits and finishes one run; returns its metrics.
+
+  `task`, `optimization`, `runtime` default to the Gin-configured `Task()`,
+  `Optimization()` and `Runtime()`. `on_step(step, loss, accuracy)` sees every
+  global batch (the LR range test records them).
+  """
+  trainer = build(model_dir, strategy, task or experiment.Task(),
+                  optimization or experiment.Optimization(),
+                  runtime or experiment.Runtime())
+  if is_chief(strategy):
+    os.makedirs(model_dir, exist_ok=True)
+    report.write_text(os.path.join(model_dir, "config.gin"), trainer.config_text)
+  data = trainer.data
+  print(f"{data.source.name}: {len(data.train)} training examples (per class "
+        f"{data.counts.tolist()}), {len(data.validation)} validation, "
+        f"{len(data.source.test_labels)} test; {trainer.length.steps_per_epoch} steps of "
+        f"{trainer.pipeline.batch_size} an epoch on {strategy.num_replicas_in_sync} "
+        f"replica(s); writing to {model_dir}", flush=True)
+  for note in trainer.notes:
+    print(note, flush=True)
+  return finish(trainer, fit(trainer, on_step))

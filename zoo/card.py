@@ -10,13 +10,10 @@ NFNets test on a centred square crop of S / (S + 32) of the shorter side, resize
 bicubically to S (Brock et al. 2021, arXiv:2102.06171; DeepMind's
 nfnets/dataset.py, `_decode_and_center_crop`): `deepmind_eval_crop(S)`.
 
-`zoo.card` is this module; calling it, `zoo.card(name)`, returns the registry's card
-of the zoo model `name` (`zoo.registry.card`).
+The card of the zoo model `name` is `zoo.model_card(name)` (`zoo.registry.card`).
 """
 
 import dataclasses
-import sys
-import types
 from typing import Optional
 
 import tensorflow as tf
@@ -119,14 +116,3 @@ def attach_card(model, card):
     raise TypeError(f"attach_card needs a ModelCard, got {type(card).__name__}")
   object.__setattr__(model, _CARD_ATTR, card)  # past Keras's attribute tracking
   return model
-
-
-class _CallableModule(types.ModuleType):
-  """`zoo.card(name)`: the package attribute `card` is this module, also callable."""
-
-  def __call__(self, name):
-    from zoo import registry  # pylint: disable=g-import-not-at-top
-    return registry.card(name)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -1,11 +1,18 @@
-"""The tf.data input pipeline: select, shuffle, decode, augment, batch, prefetch.
+"""The tf.data input pipeline: select, resize (cached), shuffle, augment, batch, prefetch.
 
 Training randomness is stateless and keyed by (seed, epoch, position in the epoch),
 and the shuffle seed by (seed, epoch), so any epoch can be rebuilt exactly: a resumed
-run sees the same batches as an uninterrupted one. Evaluation pads the test split to
-whole global batches with label -1 (dropped when scoring), so every strategy, TPUs
-included, sees static shapes.
+run sees the same batches as an uninterrupted one. The decoded, resized training
+images (and the preprocessed evaluation images) are cached in memory once when they
+fit, and every epoch's shuffle and augmentation run on the cache. Evaluation pads its
+split to whole global batches with label -1 (dropped when scoring), so every strategy,
+TPUs included, sees static shapes.
+
+Resolution, evaluation crop and resize method, normalisation and RandAugment left
+unset (None) are taken from the model's zoo card (`with_card`).
 """
+
+import copy
 
 import gin
 import numpy as np
@@ -15,11 +22,13 @@ import tensorflow as tf
 # import, which Gin refuses once a config is locked (inside a run).
 from official.vision.ops import augment
 from tricks import data_echoing
+from zoo import card as card_lib
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 PAD_LABEL = -1
 ECHO_PLACEMENTS = ("before_augmentation", "after_augmentation", "batch")
+# Fields a zoo card fills when they are left None.
+CARD_FIELDS = ("image_size", "eval_image_size", "eval_crop_fraction", "eval_resize_method",
+               "mean", "std", "randaugment")
 
 
 @gin.configurable
@@ -28,17 +37,23 @@ class InputPipeline:
 
   Args:
     batch_size: the global batch, split evenly over replicas.
-    image_size: training resolution (square).
+    image_size: training resolution (square); None: the model's.
     train_resize: None, or a larger square size training images are resized to
       before a random `image_size` crop (BiT's 160 -> 128; Kolesnikov et al. 2020).
-    eval_image_size: test resolution; None uses `image_size`.
-    eval_crop_fraction: centre crop kept before resizing test images (1 keeps all).
+    eval_image_size: test resolution; None: the model's (its card's test resolution
+      when the model's input size is open).
+    eval_crop_fraction: the centred square kept of the shorter side before resizing
+      test images (1 keeps all; NFNets: S / (S + 32)); None: the card's.
+    eval_resize_method: "bilinear" or "bicubic"; None: the card's.
     random_crop_padding: pixels of edge padding before a random crop (translation).
     random_flip: random left-right flips (off for digits and text).
-    randaugment: (num_layers, magnitude) of Model Garden's RandAugment, or None.
-    mean, std: per-channel normalisation of [0, 1] pixels.
+    randaugment: (num_layers, magnitude) of Model Garden's RandAugment, () for none;
+      None: the card's.
+    mean, std: per-channel normalisation of [0, 1] pixels; None: the card's.
     shuffle_buffer: examples in the shuffle buffer (capped at the split's size).
     deterministic: fixed element order from parallel maps.
+    cache: keep decoded, resized images in memory across epochs: True, False, or
+      "auto" (when they take at most `cache_limit_mb`).
     echo_factor: data echoing (Choi et al. 2019): each example (or batch) is used
       this many times, on average; 1 turns it off.
     echo_placement: "before_augmentation", "after_augmentation" or "batch".
@@ -50,46 +65,101 @@ class InputPipeline:
       a mixed batch uses CutMix, and the label smoothing applied with them.
   """
 
-  def __init__(self, batch_size=32, image_size=64, train_resize=None, eval_image_size=None,
-               eval_crop_fraction=1.0, random_crop_padding=0, random_flip=False,
-               randaugment=None, mean=IMAGENET_MEAN, std=IMAGENET_STD,
-               shuffle_buffer=10000, deterministic=True, echo_factor=1.0,
-               echo_placement="before_augmentation", echo_shuffle_buffer=1024,
-               mixup_alpha=0.0, cutmix_alpha=0.0, mix_prob=1.0, mix_switch_prob=0.5,
-               mix_label_smoothing=0.0):
-    if echo_placement not in ECHO_PLACEMENTS:
-      raise ValueError(f"unknown echo_placement {echo_placement!r}; choose one of "
-                       f"{ECHO_PLACEMENTS}")
+  def __init__(self, batch_size=32, image_size=None, train_resize=None,
+               eval_image_size=None, eval_crop_fraction=None, eval_resize_method=None,
+               random_crop_padding=0, random_flip=False, randaugment=None, mean=None,
+               std=None, shuffle_buffer=10000, deterministic=True, cache="auto",
+               cache_limit_mb=1024, echo_factor=1.0, echo_placement="before_augmentation",
+               echo_shuffle_buffer=1024, mixup_alpha=0.0, cutmix_alpha=0.0, mix_prob=1.0,
+               mix_switch_prob=0.5, mix_label_smoothing=0.0):
     self.batch_size = batch_size
     self.image_size = image_size
-    if train_resize is not None and train_resize < image_size:
-      raise ValueError(f"InputPipeline.train_resize={train_resize} is smaller than "
-                       f"image_size={image_size}; resize to at least the crop size")
     self.train_resize = train_resize
-    self.eval_image_size = eval_image_size or image_size
+    self.eval_image_size = eval_image_size
     self.eval_crop_fraction = eval_crop_fraction
+    self.eval_resize_method = eval_resize_method
     self.random_crop_padding = random_crop_padding
     self.random_flip = random_flip
     self.randaugment = randaugment
-    self.mean = tf.constant(mean, tf.float32)
-    self.std = tf.constant(std, tf.float32)
+    self.mean = mean
+    self.std = std
     self.shuffle_buffer = shuffle_buffer
     self.deterministic = deterministic
+    self.cache = cache
+    self.cache_limit_mb = cache_limit_mb
     self.echo_factor = echo_factor
     self.echo_placement = echo_placement
     self.echo_shuffle_buffer = echo_shuffle_buffer
-    if mixup_alpha < 0 or cutmix_alpha < 0:
-      raise ValueError(f"mixup_alpha={mixup_alpha} and cutmix_alpha={cutmix_alpha} must "
-                       "be >= 0 (0 switches one off)")
     self.mixup_alpha = mixup_alpha
     self.cutmix_alpha = cutmix_alpha
     self.mix_prob = mix_prob
     self.mix_switch_prob = mix_switch_prob
     self.mix_label_smoothing = mix_label_smoothing
-    self._randaugment = None
-    if randaugment:
-      layers, magnitude = randaugment
-      self._randaugment = augment.RandAugment(num_layers=layers, magnitude=magnitude)
+    self._cached = {}
+    self._randaugment = (augment.RandAugment(*randaugment) if randaugment else None)
+
+  def unresolved(self):
+    """The card fields still None."""
+    return [f for f in CARD_FIELDS if getattr(self, f) is None]
+
+  def with_card(self, card, model_size=None):
+    """A copy with the fields left None taken from `card` (a zoo ModelCard), and the
+    values taken as {field: value}. A model with a fixed input size `model_size` trains
+    and tests at that size; an open one trains at the card's resolution and tests at
+    the card's test resolution, scaled with the training one (NFNet-F0: 192 -> 256).
+    The Gin-built pipeline itself is not changed."""
+    image_size = self.image_size or model_size or card.train_size
+    values = dict(
+        image_size=image_size,
+        eval_image_size=model_size or int(round(image_size * card.test_size
+                                                / card.train_size)),
+        eval_crop_fraction=card.test_crop, eval_resize_method=card.resize_method,
+        mean=tuple(card.mean), std=tuple(card.std),
+        randaugment=tuple(card.randaugment) if card.randaugment else ())
+    taken = {f: values[f] for f in self.unresolved()}
+    return self.replace(**taken), taken
+
+  def replace(self, **fields):
+    """A copy with `fields` set (a plan's or a card's values); the Gin-built pipeline
+    is not changed."""
+    unknown = sorted(set(fields) - set(vars(self)))
+    if unknown:
+      raise ValueError(f"InputPipeline has no field {unknown[0]!r}")
+    copied = copy.copy(self)
+    copied.__dict__.update(fields, _cached={})
+    if "randaugment" in fields:
+      copied._randaugment = (augment.RandAugment(*fields["randaugment"])
+                             if fields["randaugment"] else None)
+    return copied
+
+  def check(self):
+    """Raises ValueError naming the first bad setting (after card resolution)."""
+    if self.unresolved():
+      raise ValueError(f"InputPipeline.{self.unresolved()[0]} is unset and the model has no "
+                       "zoo card to take it from; bind it")
+    for name in ("batch_size", "image_size", "eval_image_size"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"InputPipeline.{name}={value!r} must be a whole number >= 1")
+    if self.train_resize is not None and self.train_resize < self.image_size:
+      raise ValueError(f"InputPipeline.train_resize={self.train_resize} is smaller than "
+                       f"image_size={self.image_size}; resize to at least the crop size")
+    if not 0 < self.eval_crop_fraction <= 1:
+      raise ValueError(f"InputPipeline.eval_crop_fraction={self.eval_crop_fraction} must be "
+                       "in (0, 1]")
+    if self.echo_placement not in ECHO_PLACEMENTS:
+      raise ValueError(f"InputPipeline.echo_placement={self.echo_placement!r}; choose one of "
+                       f"{', '.join(ECHO_PLACEMENTS)}")
+    if not self.echo_factor >= 1:
+      raise ValueError(f"InputPipeline.echo_factor={self.echo_factor} must be >= 1")
+    if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
+      raise ValueError(f"InputPipeline.mixup_alpha={self.mixup_alpha} and cutmix_alpha="
+                       f"{self.cutmix_alpha} must be >= 0 (0 switches one off)")
+    if self.cache not in (True, False, "auto"):
+      raise ValueError(f"InputPipeline.cache={self.cache!r}; use True, False or 'auto'")
+    if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
+      raise ValueError(f"InputPipeline.mean={self.mean} / std={self.std} need 3 values each, "
+                       "std > 0")
 
   def _options(self):
     options = tf.data.Options()
@@ -98,14 +168,19 @@ class InputPipeline:
     return options
 
   def _normalize(self, image):
-    return (tf.cast(image, tf.float32) / 255.0 - self.mean) / self.std
+    mean = tf.constant(self.mean, tf.float32)
+    std = tf.constant(self.std, tf.float32)
+    return (tf.cast(image, tf.float32) / 255.0 - mean) / std
+
+  def _resize(self, image):
+    """The deterministic first step of training preprocessing (cached)."""
+    resize = self.train_resize or self.image_size
+    return tf.image.resize(image, [resize, resize], antialias=True)
 
   def _augment(self, image, seed):
-    """Resize, then seeded crop-with-padding, flip and RandAugment (uint8 in)."""
+    """Seeded crop, crop-with-padding, flip and RandAugment of a resized image."""
     size = self.image_size
-    resize = self.train_resize or size
-    image = tf.image.resize(image, [resize, resize], antialias=True)
-    if resize > size:
+    if (self.train_resize or size) > size:
       image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed + 2)
     if self.random_crop_padding:
       pad = self.random_crop_padding
@@ -117,6 +192,21 @@ class InputPipeline:
       image = tf.cast(self._randaugment.distort(
           tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)), tf.float32)
     return image
+
+  def caches(self, num_examples, size):
+    """Whether `num_examples` images of `size`^2 float32 pixels are cached."""
+    if self.cache != "auto":
+      return bool(self.cache)
+    return num_examples * size * size * 3 * 4 <= self.cache_limit_mb * 2**20
+
+  def _base(self, key, make, num_examples, size):
+    """`make()` with its elements cached in memory (built once, shared by every epoch's
+    dataset derived from it) when `caches` says so."""
+    if not self.caches(num_examples, size):
+      return make()
+    if key not in self._cached:
+      self._cached[key] = make().cache()
+    return self._cached[key]
 
   @property
   def mixes(self):
@@ -167,7 +257,13 @@ class InputPipeline:
       return ds.shuffle(self.echo_shuffle_buffer, seed=shuffle_seed,
                         reshuffle_each_iteration=False)
 
-    ds = source.make_dataset("train", np.asarray(indices))
+    def resized():
+      return source.make_dataset("train", np.asarray(indices)).map(
+          lambda image, label: (self._resize(image), label),
+          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+    ds = self._base(("train", source.name, np.asarray(indices).tobytes()), resized, n,
+                    self.train_resize or self.image_size)
     ds = ds.shuffle(min(n, self.shuffle_buffer), seed=shuffle_seed,
                     reshuffle_each_iteration=False)
     if echoing and self.echo_placement == "before_augmentation":
@@ -192,20 +288,28 @@ class InputPipeline:
     return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options())
 
   def eval_image(self, image):
-    """Centre crop, resize to the eval resolution, normalise."""
-    if self.eval_crop_fraction < 1.0:
-      image = tf.image.central_crop(image, self.eval_crop_fraction)
-    size = self.eval_image_size
-    return self._normalize(tf.image.resize(image, [size, size], antialias=True))
+    """The evaluation preprocessing: centred square crop, resize, normalise (the same
+    function the exported SavedModel serves with)."""
+    return card_lib.eval_preprocess(image, self.eval_image_size, self.eval_crop_fraction,
+                                    self.mean, self.std, self.eval_resize_method)
 
-  def eval_dataset(self, source):
-    """The test split, padded with PAD_LABEL examples to whole global batches."""
-    n = len(source.test_labels)
+  def eval_dataset(self, source, split="test", indices=None):
+    """A split (or the examples `indices` of it), evaluation-preprocessed and padded
+    with PAD_LABEL examples to whole global batches."""
+    labels = source.test_labels if split == "test" else source.train_labels
+    n = len(labels) if indices is None else len(indices)
     pad = -n % self.batch_size
     size = self.eval_image_size
-    ds = source.make_dataset("test", None).map(
-        lambda image, label: (self.eval_image(image), label),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+    def preprocessed():
+      chosen = None if indices is None else np.asarray(indices)
+      return source.make_dataset(split, chosen).map(
+          lambda image, label: (self.eval_image(image), label),
+          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+    key = ("eval", source.name, split, None if indices is None else
+           np.asarray(indices).tobytes())
+    ds = self._base(key, preprocessed, n, size)
     if pad:
       filler = tf.data.Dataset.from_tensors(
           (tf.zeros([size, size, 3], tf.float32), tf.constant(PAD_LABEL, tf.int32)))

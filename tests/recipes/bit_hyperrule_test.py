@@ -4,18 +4,17 @@ rule (google-research/big_transfer, bit_hyperrule.py), then through the trainer.
 import os
 
 from absl.testing import parameterized
+import gin
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
 from recipes import bit_hyperrule
-from recipes import losses
+from recipes import configurables  # pylint: disable=unused-import  (Gin names)
+from recipes import experiment
 from recipes import trainer
-from recipes.data import digits
-from recipes.data import long_tail
 from recipes.data import pipeline
 from recipes.data import source as source_lib
-from zoo import registry
 
 # The published supports (steps): warm-up end, three 10x decays, end of training.
 PUBLISHED = [(500, (100, 200, 300, 400, 500)),
@@ -77,47 +76,76 @@ class BitHyperRuleTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "schedule_scale=0 must be in"):
       bit_hyperrule.BitHyperRule(schedule_scale=0)
 
-  def test_trainer_takes_length_rate_resolution_and_mixup_from_the_data(self):
+  def test_plan_takes_length_rate_resolution_and_mixup_from_the_data(self):
     images = np.zeros([1, 40, 40, 3], np.uint8)
     labels = np.arange(20_000) % 10
     big = source_lib.Source(
         "big", [str(c) for c in range(10)], labels, labels[:10],
         lambda split, indices: tf.data.Dataset.from_tensor_slices((images, labels[:1])))
     feed = pipeline.InputPipeline(batch_size=64, image_size=8)
-    steps, learning_rate, note = trainer.apply_hyperrule(
-        bit_hyperrule.BitHyperRule(), big, np.arange(20_000), feed)
+    data = trainer.Data(big, np.arange(20_000), np.zeros([0], np.int64), np.bincount(labels))
+    optimization = experiment.Optimization(hyperrule=bit_hyperrule.BitHyperRule())
+    overrides, steps, learning_rate, notes, derived = trainer.plan_run(
+        optimization, experiment.Runtime(), data, feed)
     self.assertEqual(steps, 10_000)
-    self.assertEqual((feed.train_resize, feed.image_size, feed.eval_image_size),
-                     (160, 128, 128))
-    self.assertEqual(feed.mixup_alpha, 0.1)
+    self.assertEqual(overrides, dict(train_resize=160, image_size=128, eval_image_size=128,
+                                     mixup_alpha=0.1))
+    self.assertEqual(derived["Runtime.steps"], 10_000)
+    self.assertEqual(derived["InputPipeline.image_size"], 128)
+    self.assertEqual(feed.image_size, 8)  # the Gin-built pipeline is left as built
     schedule = learning_rate(total_steps=123, steps_per_epoch=1)
     self.assertAllClose(float(schedule(5000)), 0.003 * 64 / 512 / 10)  # past 3000 only
-    self.assertIn("20000 examples (medium) -> 10000 steps", note)
+    self.assertIn("20000 examples (medium) -> 10000 steps", notes[0])
+    # A recipe with CutMix keeps its own mixing.
+    overrides, *_ = trainer.plan_run(optimization, experiment.Runtime(), data,
+                                     pipeline.InputPipeline(batch_size=64, cutmix_alpha=1.0))
+    self.assertNotIn("mixup_alpha", overrides)
 
-  def test_a_run_under_the_rule(self):
+  def test_operative_config_holds_what_the_run_used(self):
+    gin.clear_config()
     tf_keras.backend.clear_session()
-    rule = bit_hyperrule.BitHyperRule(schedule_scale=0.02, small_resolution=(20, 16))
-    rates = []
+    gin.parse_config("""
+        Task.data = @digits
+        Task.model = @zoo.build
+        zoo.build.name = 'resnet20_cifar'
+        zoo.build.num_classes = 10
+        zoo.build.input_shape = (None, None, 3)
+        Task.long_tail = @LongTail()
+        LongTail.rho = 1
+        LongTail.n_max = 20
+        InputPipeline.batch_size = 32
+        InputPipeline.image_size = 64
+        Optimization.hyperrule = @BitHyperRule()
+        BitHyperRule.schedule_scale = 0.02
+        BitHyperRule.small_resolution = (20, 16)
+        Runtime.epochs = 99
+        Runtime.eval_every_epochs = 0
+    """)
+    used = {}
     original = trainer.Trainer.train_epoch
 
     def train_epoch(self, epoch, on_step=None):
       original(self, epoch, on_step)
-      rates.append(float(self.optimizer.learning_rate))
+      used.update(image_size=self.pipeline.image_size, train_resize=self.pipeline.train_resize,
+                  rate=float(self.optimizer.learning_rate))
 
+    model_dir = os.path.join(self.get_temp_dir(), "run")
     with tf.compat.v1.test.mock.patch.object(trainer.Trainer, "train_epoch", train_epoch):
-      metrics = trainer.train_and_evaluate(
-          os.path.join(self.get_temp_dir(), "run"), tf.distribute.OneDeviceStrategy("/cpu:0"),
-          data=digits.digits,
-          model=lambda: registry.build("resnet20_cifar", num_classes=10,
-                                       input_shape=(None, None, 3)),
-          pipeline=pipeline.InputPipeline(batch_size=32, image_size=64),
-          long_tail=long_tail.LongTail(rho=1, n_max=20), loss=losses.cross_entropy,
-          epochs=99, hyperrule=rule, eval_every_epochs=0)
+      metrics = trainer.train_and_evaluate(model_dir, tf.distribute.OneDeviceStrategy("/cpu:0"))
     self.assertEqual(metrics["steps"], 10)  # supports (2, 4, 6, 8, 10)
     self.assertEqual(metrics["epochs"], 2)  # 200 examples: 6 steps an epoch
     self.assertIn("8x8 images -> resize 20, crop 16", metrics["hyperrule"])
+    self.assertEqual((used["image_size"], used["train_resize"]), (16, 20))
     # After the last step (10): three decays passed.
-    self.assertAllClose(rates[-1], 0.003 * 32 / 512 / 1000)
+    self.assertAllClose(used["rate"], 0.003 * 32 / 512 / 1000)
+    # The operative config, parsed again, says what the run used.
+    gin.clear_config()
+    with open(os.path.join(model_dir, "operative_config.gin")) as f:
+      gin.parse_config(f.read())
+    self.assertEqual(gin.query_parameter("InputPipeline.image_size"), used["image_size"])
+    self.assertEqual(gin.query_parameter("InputPipeline.train_resize"), used["train_resize"])
+    self.assertEqual(gin.query_parameter("Runtime.steps"), metrics["steps"])
+    gin.clear_config()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from recipes import configurables  # pylint: disable=unused-import
 from recipes import train  # pylint: disable=unused-import  (run, lr_range_test)
+import zoo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "recipes", "*.gin")))
@@ -34,8 +35,9 @@ class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(RECIPES)
   def test_recipe_parses_strictly(self, name):
     parse(name, ["DATA_DIR = '/data/tfds'"])
-    model = ("@finetune_model" if name.endswith(("_finetune.gin", "_bit.gin")) else "@nfnet")
-    self.assertIn(f"train_and_evaluate.model = {model}", gin.config_str())
+    model = ("@finetune_model" if name.endswith(("_finetune.gin", "_bit.gin"))
+             else "@zoo.build")
+    self.assertIn(f"Task.model = {model}", gin.config_str())
 
   @parameterized.parameters(n for n in RECIPES if n.endswith("_finetune.gin"))
   def test_bit_hyperrule_goes_on_any_finetune_recipe(self, name):
@@ -43,7 +45,7 @@ class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
     gin.parse_config_files_and_bindings(
         [os.path.join(ROOT, "recipes", name),
          os.path.join(ROOT, "recipes/configs/runs/bit_hyperrule.gin")], [], skip_unknown=False)
-    self.assertEqual(gin.query_parameter("train_and_evaluate.hyperrule").selector,
+    self.assertEqual(gin.query_parameter("Optimization.hyperrule").selector,
                      "BitHyperRule")
     self.assertEqual(gin.query_parameter("%BATCH_SIZE"), 512)
     self.assertEqual(gin.query_parameter("zoo.build.input_shape"), (None, None, 3))
@@ -51,17 +53,21 @@ class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
   def test_flagship_defaults(self):
     parse("nfnet_long_tail.gin")
     query = gin.query_parameter
-    self.assertEqual(query("nfnet.variant"), "nano")
-    self.assertEqual(query("train_and_evaluate.loss").selector, "logit_adjusted")
-    self.assertEqual(query("train_and_evaluate.long_tail").selector, "LongTail")
+    self.assertEqual(query("zoo.build.name"), "nfnet_nano")
+    self.assertEqual(query("Task.loss").selector, "logit_adjusted")
+    self.assertEqual(query("Task.long_tail").selector, "LongTail")
     self.assertEqual(query("%RHO"), 100)
 
   def test_full_scale_is_published_f0(self):
     parse("nfnet_long_tail_full.gin", ["DATA_DIR = '/data/tfds'"])
-    model = gin.get_configurable("nfnet")()
+    model = gin.get_configurable("zoo.build")()
     self.assertEqual(model.count_params(), 71_489_284)  # F0 at 1000 classes: 71.5M
     self.assertEqual(gin.query_parameter("%IMAGE_SIZE"), 192)
-    self.assertEqual(gin.query_parameter("%EVAL_IMAGE_SIZE"), 256)
+    # Tested as its card says (256px, DeepMind's crop, bicubic): nothing overrides it.
+    for unset in ("eval_image_size", "eval_crop_fraction", "eval_resize_method", "mean"):
+      with self.assertRaises(ValueError):
+        gin.query_parameter(f"InputPipeline.{unset}")
+    self.assertEqual(zoo.model_card("nfnet_f0").test_size, 256)
 
   def test_unknown_names_are_errors(self):
     with self.assertRaisesRegex(ValueError, "No configurable matching 'Nope'"):

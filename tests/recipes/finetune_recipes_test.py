@@ -40,7 +40,7 @@ class FinetuneRecipesTest(tf.test.TestCase, parameterized.TestCase):
   def test_finetuned_beats_scratch(self, recipe):
     tmp = self.get_temp_dir()
     extra, pretrain_rate = RECIPES[recipe]
-    no_export = ["train_and_evaluate.export_saved_model = False"]  # the tuned run exports
+    no_export = ["Runtime.export_saved_model = False"]  # the tuned run exports
     pre = self.run_recipe(recipe, os.path.join(tmp, "pretrain"), extra + no_export + [
         "SHOTS = 50", "EPOCHS = 4", f"LEARNING_RATE = {pretrain_rate}"])
     few_shot = extra + ["SHOTS = 5", "EPOCHS = 8"]

@@ -11,6 +11,7 @@ import tf_keras
 from recipes import lr_range
 from recipes import strategies
 from recipes import train
+from recipes.errors import ConfigError
 
 
 class LrRangeTest(tf.test.TestCase):
@@ -51,6 +52,12 @@ class LrRangeTest(tf.test.TestCase):
     self.assertAllClose(np.log10(got["base_lr"]), -3 + 0.2, atol=0.051)
     self.assertAllClose(got["max_lr"], 1e-1, rtol=1e-6)
 
+  def test_range_test_needs_the_sweep(self):
+    train.parse_config(["recipes/nfnet_long_tail_tiny.gin"], ["run.experiment = @lr_range_test"])
+    with self.assertRaisesRegex(ConfigError, "needs Optimization.learning_rate = "
+                                "@exponential_sweep"):
+      train.run(os.path.join(self.get_temp_dir(), "x"), strategies.make_strategy("one_device"))
+
   def test_no_learning_no_suggestion(self):
     got = lr_range.suggest([1e-3, 1e-2, 1e-1], [2.0, 2.0, 2.0], [0.5, 0.4, 0.3])
     self.assertIsNone(got["base_lr"])
@@ -59,9 +66,13 @@ class LrRangeTest(tf.test.TestCase):
     model_dir = os.path.join(self.get_temp_dir(), "range")
     train.parse_config(["recipes/nfnet_long_tail_tiny.gin"],
                        ["run.experiment = @lr_range_test", "EPOCHS = 4",
-                        "lr_range_test.min_lr = 1e-3", "lr_range_test.max_lr = 1.0"])
+                        "Optimization.learning_rate = @exponential_sweep",
+                        "exponential_sweep.min_lr = 1e-3", "exponential_sweep.max_lr = 1.0",
+                        "Runtime.steps_per_loop = 3"])
     result = train.run(model_dir, strategies.make_strategy("one_device"))
-    self.assertLen(result["steps"]["lr"], 4 * 8)  # 264 examples, batch 32: 8 steps
+    # 264 examples, batch 32: 8 steps an epoch, each recorded from loops of 3 (3, 3, 2).
+    self.assertLen(result["steps"]["lr"], 4 * 8)
+    self.assertEqual(len(set(result["steps"]["loss"])), 4 * 8)
     self.assertAllClose(result["steps"]["lr"][0], 1e-3, rtol=1e-5)
     self.assertAllClose(result["steps"]["lr"][-1], 1.0, rtol=1e-5)
     with open(os.path.join(model_dir, "lr_range.json")) as f:

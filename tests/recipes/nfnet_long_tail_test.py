@@ -1,8 +1,13 @@
-"""The flagship's claim, on its default configuration: on the same long-tailed split,
-the logit-adjusted loss beats cross-entropy on balanced accuracy (README's table).
+"""The flagship's default configuration, run as `bazel run //recipes:nfnet_long_tail`.
 
-Runs the exact default recipe twice (about 2.5 minutes each on 2 cores), as
-`bazel run //recipes:nfnet_long_tail` does, once with the baseline binding.
+- Golden metrics: the default run (seed 0, logit-adjusted loss) against the figures
+  README reports, as the regression check of the whole recipe.
+- The claim, over three seeds: on the same long-tailed split, the logit-adjusted loss
+  (Menon et al. 2021) gains on the few-shot classes against cross-entropy. Balanced
+  accuracy over all classes moves by about as much as the seed-to-seed spread (README),
+  so it is reported, not asserted.
+
+Each run takes about 2 minutes on 2 cores; the claim is six runs (e2e tier).
 """
 
 import json
@@ -10,9 +15,15 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# README's table, seed 0, logit-adjusted: deterministic on one CPU; other CPUs may round
+# differently, so each is held to within 10 of the 700 test images.
+GOLDEN = {"balanced_accuracy": 0.797, "many_shot_accuracy": 0.964,
+          "medium_shot_accuracy": 0.938, "few_shot_accuracy": 0.433}
 
 
 def run_recipe(model_dir, *bindings):
@@ -30,19 +41,29 @@ def run_recipe(model_dir, *bindings):
 
 class NfnetLongTailTest(tf.test.TestCase):
 
-  def test_logit_adjustment_beats_cross_entropy(self):
+  def test_default_run_matches_its_golden_metrics(self):
+    metrics = run_recipe(os.path.join(self.get_temp_dir(), "default"))
+    self.assertEqual(metrics["train_class_counts"], [108, 64, 38, 23, 13, 8, 5, 3, 1, 1])
+    self.assertEqual(metrics["num_test_examples"], 700)
+    self.assertEqual(metrics["epochs"], 60)
+    print({k: round(metrics[k], 4) for k in GOLDEN})
+    for key, value in GOLDEN.items():
+      self.assertAllClose(metrics[key], value, atol=10 / 700, msg=key)
+
+  def test_logit_adjustment_gains_on_few_shot_classes_over_three_seeds(self):
     tmp = self.get_temp_dir()
-    adjusted = run_recipe(os.path.join(tmp, "la"))
-    baseline = run_recipe(os.path.join(tmp, "ce"), "train_and_evaluate.loss = @cross_entropy")
-    for metrics in (adjusted, baseline):
-      self.assertEqual(metrics["train_class_counts"], [108, 64, 38, 23, 13, 8, 5, 3, 1, 1])
-      self.assertEqual(metrics["num_test_examples"], 700)
-      self.assertEqual(metrics["epochs"], 60)
-    print(f"balanced accuracy: logit-adjusted {adjusted['balanced_accuracy']:.4f}, "
-          f"cross-entropy {baseline['balanced_accuracy']:.4f}")
-    self.assertGreater(adjusted["balanced_accuracy"], baseline["balanced_accuracy"])
-    # The gain comes from the rare classes, as the paper argues.
-    self.assertGreater(adjusted["few_shot_accuracy"], baseline["few_shot_accuracy"])
+    rows = {"la": [], "ce": []}
+    for seed in (0, 1, 2):
+      rows["la"].append(run_recipe(os.path.join(tmp, f"la{seed}"), f"SEED = {seed}"))
+      rows["ce"].append(run_recipe(os.path.join(tmp, f"ce{seed}"), f"SEED = {seed}",
+                                   "Task.loss = @cross_entropy"))
+    summary = {loss: {key: (np.mean([m[key] for m in runs]), np.std([m[key] for m in runs]))
+                      for key in ("balanced_accuracy", "few_shot_accuracy")}
+               for loss, runs in rows.items()}
+    print(summary)
+    few = [la["few_shot_accuracy"] - ce["few_shot_accuracy"]
+           for la, ce in zip(rows["la"], rows["ce"])]
+    self.assertGreater(np.mean(few), 0.0, msg=few)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,5 @@
 """Schedule builders get the run's step counts from the trainer."""
 
-import numpy as np
 import tensorflow as tf
 
 from recipes import schedules
@@ -31,17 +30,6 @@ class SchedulesTest(tf.test.TestCase):
                             step_size_epochs=2, warmup_epochs=1)
     # Warm-up over 4 steps to clr(4) = 0.3, then the cycle: clr(8) = 0.5.
     self.assertAllClose([lr(0), lr(2), lr(4), lr(8)], [0.0, 0.15, 0.3, 0.5], rtol=1e-6)
-
-  def test_two_phase(self):
-    head = schedules.warmup_cosine(total_steps=10, steps_per_epoch=5, peak_lr=0.2)
-    rest = schedules.warmup_cosine(total_steps=20, steps_per_epoch=5, peak_lr=0.2)
-    lr = schedules.TwoPhaseSchedule(10, head, rest, scale=0.1)
-    # Each phase runs its own cosine; the second at a tenth of the rate.
-    self.assertAllClose([lr(0), lr(5), lr(9), lr(10), lr(20), lr(30)],
-                        [0.2, 0.1, 0.2 * 0.5 * (1 + np.cos(0.9 * np.pi)), 0.02, 0.01, 0.0],
-                        atol=1e-6)
-    constant = schedules.TwoPhaseSchedule(3, 0.5, 0.5, scale=0.2)
-    self.assertAllClose([constant(2), constant(3)], [0.5, 0.1])
 
   def test_constant(self):
     self.assertEqual(schedules.constant(1, 1, learning_rate=0.3), 0.3)

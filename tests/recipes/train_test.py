@@ -78,7 +78,7 @@ class TrainTest(tf.test.TestCase):
   def test_missing_dataset_path(self):
     model_dir = os.path.join(self.get_temp_dir(), "missing_data")
     result = train("--gin_file=recipes/nfnet_long_tail_tiny.gin", f"--model_dir={model_dir}",
-                   "--gin_bindings=train_and_evaluate.data = @image_folder",
+                   "--gin_bindings=Task.data = @image_folder",
                    "--gin_bindings=image_folder.root = '/no/such/images'",
                    "--gin_bindings=image_folder.test_per_class = 5")
     self.assert_one_line_error(result, "image folder '/no/such/images' does not exist",
@@ -87,7 +87,7 @@ class TrainTest(tf.test.TestCase):
   def test_classes_that_do_not_match_the_model(self):
     model_dir = os.path.join(self.get_temp_dir(), "classes")
     result = train("--gin_file=recipes/nfnet_long_tail_tiny.gin", f"--model_dir={model_dir}",
-                   "--gin_bindings=nfnet.num_classes = 12")
+                   "--gin_bindings=zoo.build.num_classes = 12")
     self.assert_one_line_error(result, "data set has 10 classes but the model outputs 12",
                                model_dir)
 
@@ -107,7 +107,7 @@ class TrainTest(tf.test.TestCase):
   def test_required_parameter_left_unset(self):
     model_dir = os.path.join(self.get_temp_dir(), "required_param")
     result = train("--gin_file=recipes/nfnet_long_tail_tiny.gin", f"--model_dir={model_dir}",
-                   "--gin_bindings=train_and_evaluate.data = @tfds_source")
+                   "--gin_bindings=Task.data = @tfds_source")
     self.assert_one_line_error(result, "Required bindings for `tfds_source`.*name", model_dir)
 
 

@@ -8,6 +8,7 @@ from unittest import mock
 import tensorflow as tf
 import tf_keras
 
+from recipes import experiment
 from recipes import losses
 from recipes import trainer
 from recipes.data import digits
@@ -48,8 +49,11 @@ def run(model_dir, model, **overrides):
       learning_rate=lambda total_steps, steps_per_epoch: RATE,
       epochs=2, seed=3, eval_every_epochs=0)
   kwargs.update(overrides)
+  pipe = kwargs.pop("pipeline")
+  on_step = kwargs.pop("on_step", None)
   return trainer.train_and_evaluate(model_dir, tf.distribute.OneDeviceStrategy("/cpu:0"),
-                                    **kwargs)
+                                    *experiment.split(pipeline=lambda: pipe, **kwargs),
+                                    on_step=on_step)
 
 
 class TrainerFinetuneTest(tf.test.TestCase):
@@ -66,8 +70,7 @@ class TrainerFinetuneTest(tf.test.TestCase):
                    len(self.model.trainable_variables)))
 
     with mock.patch.object(trainer.Trainer, "train_epoch", train_epoch):
-      run(os.path.join(self.get_temp_dir(), "run"), recorder, head_epochs=1,
-          unfreeze_lr_scale=0.1)
+      run(os.path.join(self.get_temp_dir(), "run"), recorder, phases=experiment.head_then_all(1, 0.1))
     (_, head_phase, head_rate, head_count), (_, full_phase, full_rate, full_count) = seen
     self.assertAllClose(head_rate, RATE)
     self.assertAllClose(full_rate, 0.1 * RATE)
@@ -84,7 +87,8 @@ class TrainerFinetuneTest(tf.test.TestCase):
 
   def test_two_phase_run_resumed_in_its_first_phase_finishes_alike(self):
     tmp = self.get_temp_dir()
-    kwargs = dict(epochs=3, head_epochs=2, layer_learning_rates={"stage1": 0.5})
+    kwargs = dict(epochs=3, phases=experiment.head_then_all(2, 0.1),
+                  layer_learning_rates={"stage1": 0.5})
     straight = run(os.path.join(tmp, "straight"), Recorder(), **kwargs)
     original = trainer.Trainer.train_epoch
 
@@ -127,17 +131,17 @@ class TrainerFinetuneTest(tf.test.TestCase):
 
   def test_bad_fine_tuning_settings(self):
     tmp = self.get_temp_dir()
-    with self.assertRaisesRegex(ConfigError, r"head_epochs=2 must be in \[0, epochs=2\)"):
-      run(os.path.join(tmp, "a"), Recorder(), head_epochs=2)
-    with self.assertRaisesRegex(ConfigError, "layer_learning_rates: 'conv9' matches no"):
+    with self.assertRaisesRegex(ConfigError, "phases cover 3 epochs but the run has 2"):
+      run(os.path.join(tmp, "a"), Recorder(), phases=[experiment.Phase(3, "head")])
+    with self.assertRaisesRegex(ConfigError, "Optimization.layer_learning_rates: 'conv9' matches no"):
       run(os.path.join(tmp, "b"), Recorder(), layer_learning_rates={"conv9": 0.1})
     with self.assertRaisesRegex(ConfigError, "layer_learning_rates: .* not a regex"):
       run(os.path.join(tmp, "c"), Recorder(), layer_learning_rates={"(": 0.1})
-    with self.assertRaisesRegex(ConfigError, "steps must be >= 1"):
+    with self.assertRaisesRegex(ConfigError, r"Runtime.steps=0 must be a whole number >= 1"):
       run(os.path.join(tmp, "d"), Recorder(), steps=0)
     frozen = lambda: finetune.freeze_backbone(Recorder()())
-    with self.assertRaisesRegex(ConfigError, "HEAD_EPOCHS .* or FREEZE_BACKBONE"):
-      run(os.path.join(tmp, "e"), frozen, head_epochs=1)
+    with self.assertRaisesRegex(ConfigError, "HEAD_EPOCHS.* or FREEZE_BACKBONE"):
+      run(os.path.join(tmp, "e"), frozen, phases=experiment.head_then_all(1))
     for name in "abcde":
       self.assertFalse(os.path.exists(os.path.join(tmp, name)))
 

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from recipes import experiment
 from recipes import losses
 from recipes import trainer
 from recipes.data import digits
@@ -42,8 +43,11 @@ def run(model_dir, strategy=None, epochs=2, regularise=False, **overrides):
       gradient_transforms=[agc.AdaptiveGradClip(clipping=0.04)],
       epochs=epochs, seed=1, eval_every_epochs=1, shot_thresholds=(20, 5))
   kwargs.update(overrides)
+  pipe = kwargs.pop("pipeline")
+  on_step = kwargs.pop("on_step", None)
   return trainer.train_and_evaluate(
-      model_dir, strategy or tf.distribute.OneDeviceStrategy("/cpu:0"), **kwargs)
+      model_dir, strategy or tf.distribute.OneDeviceStrategy("/cpu:0"),
+      *experiment.split(pipeline=lambda: pipe, **kwargs), on_step=on_step)
 
 
 def checkpoint_weights(model_dir):
@@ -115,7 +119,8 @@ class TrainerTest(tf.test.TestCase):
                         dropout=0.0, stochdepth_rate=0.0)
     tf.train.Checkpoint(model=model).read(
         tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))).expect_partial()
-    want = model(tf.stack([pipe.eval_image(i) for i in images]), training=False)
+    used, _ = trainer.resolve_pipeline(pipe, {}, model, None)  # as the run resolved it
+    want = model(tf.stack([used.eval_image(i) for i in images]), training=False)
     self.assertAllClose(served["logits"], want, rtol=1e-4, atol=1e-4)
 
   def test_run_leaves_its_report(self):
@@ -157,15 +162,15 @@ class TrainerTest(tf.test.TestCase):
 
   def test_evaluation_uses_the_weight_average(self):
     model_dir = os.path.join(self.get_temp_dir(), "ema")
-    original = trainer.Trainer.predict_test
+    original = trainer.Trainer.predict
     seen = {}
 
-    def spy(self):
+    def spy(self, split="test"):
       seen["evaluated"] = self.model.get_layer("logits").kernel.numpy()
       seen["trainer"] = self
-      return original(self)
+      return original(self, split)
 
-    with mock.patch.object(trainer.Trainer, "predict_test", spy):
+    with mock.patch.object(trainer.Trainer, "predict", spy):
       run(model_dir, epochs=1, eval_every_epochs=0,
           optimizer=functools.partial(tf_keras.optimizers.SGD, momentum=0.9, use_ema=True,
                                       ema_momentum=0.9))
@@ -201,9 +206,74 @@ class TrainerTest(tf.test.TestCase):
       changed += not np.allclose(l2[name], none[name], rtol=1e-6, atol=1e-9)
     self.assertGreater(changed, 10)  # the decay did something
 
+  def test_inner_loop_of_four_steps_equals_one_step_a_call(self):
+    tmp = self.get_temp_dir()
+    run(os.path.join(tmp, "one"), epochs=1, regularise=True, steps_per_loop=1)
+    losses = []
+    run(os.path.join(tmp, "four"), epochs=1, regularise=True, steps_per_loop=4)
+    one = checkpoint_weights(os.path.join(tmp, "one"))
+    four = checkpoint_weights(os.path.join(tmp, "four"))
+    for name in one:
+      self.assertAllEqual(one[name], four[name], msg=name)
+    # 8 steps an epoch in loops of 3: 3 + 3 + 2, every step reported in order.
+    run(os.path.join(tmp, "three"), epochs=1, steps_per_loop=3,
+        on_step=lambda step, loss, accuracy: losses.append(step))
+    self.assertEqual(losses, list(range(8)))
+
+  def test_validation_split_best_checkpoint_and_early_stopping(self):
+    model_dir = os.path.join(self.get_temp_dir(), "val")
+    # A rate this high keeps validation accuracy from improving for long.
+    metrics = run(model_dir, epochs=6, validation_per_class=5,
+                  best_metric="balanced_accuracy", early_stopping_patience=2,
+                  eval_every_epochs=1)
+    self.assertEqual(metrics["num_validation_examples"], 50)
+    # The validation examples came out of the training pool, not the test split.
+    self.assertEqual(metrics["num_test_examples"], 700)
+    best = metrics["best_on_validation"]
+    self.assertIsNotNone(best)
+    self.assertBetween(best["epoch"], 1, metrics["epochs_trained"])
+    self.assertBetween(best["validation_balanced_accuracy"], 0.0, 1.0)
+    self.assertIn("top1", best["test"])
+    self.assertTrue(tf.io.gfile.glob(os.path.join(model_dir, "best", "ckpt-*.index")))
+    if metrics["stopped_early"]:
+      self.assertEqual(metrics["epochs_trained"] - best["epoch"], 2)
+    else:
+      self.assertEqual(metrics["epochs_trained"], 6)
+    # The best checkpoint holds the weights that scored best on validation.
+    again = run(model_dir, epochs=6, validation_per_class=5,
+                best_metric="balanced_accuracy", early_stopping_patience=2,
+                eval_every_epochs=1)
+    self.assertEqual(again["best_on_validation"]["test"], best["test"])
+    self.assertIsNone(again["final_train_loss"])  # finished (or stopped): nothing trains
+
+  def test_early_stopping_stops(self):
+    model_dir = os.path.join(self.get_temp_dir(), "stop")
+    metrics = run(model_dir, epochs=5, validation_per_class=5,
+                  best_metric="balanced_accuracy", early_stopping_patience=1,
+                  eval_every_epochs=1, learning_rate=lambda total_steps, steps_per_epoch: 0.0)
+    # A zero rate never improves on the first validation: stop one evaluation later.
+    self.assertTrue(metrics["stopped_early"])
+    self.assertEqual(metrics["epochs_trained"], 2)
+    self.assertEqual(metrics["best_on_validation"]["epoch"], 1)
+
+  def test_bad_runtime_settings(self):
+    tmp = self.get_temp_dir()
+    cases = [
+        (dict(epochs=0), r"Runtime.epochs=0 must be a whole number >= 1"),
+        (dict(epochs="3"), r"Runtime.epochs='3' must be a whole number"),
+        (dict(steps_per_loop=0), r"Runtime.steps_per_loop=0 must be a whole number >= 1"),
+        (dict(mixed_precision="fp8"), r"Runtime.mixed_precision='fp8'"),
+        (dict(best_metric="balanced_accuracy"), r"needs a validation split"),
+        (dict(best_metric="auc", validation_per_class=2), r"Runtime.best_metric='auc'"),
+        (dict(early_stopping_patience=2), r"needs Runtime.best_metric"),
+        (dict(l2=-1.0), r"Optimization.l2=-1.0 must be a number >= 0"),
+    ]
+    for i, (overrides, pattern) in enumerate(cases):
+      self.assert_rejected_before_writing(os.path.join(tmp, str(i)), pattern, **overrides)
+
   def assert_rejected_before_writing(self, model_dir, pattern, **overrides):
     with self.assertRaisesRegex(ConfigError, pattern):
-      run(model_dir, epochs=1, **overrides)
+      run(model_dir, **dict(dict(epochs=1), **overrides))
     self.assertFalse(os.path.exists(model_dir))
 
   def test_model_that_does_not_fit_the_data(self):

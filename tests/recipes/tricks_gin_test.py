@@ -15,46 +15,46 @@ from recipes import train
 from recipes import trainer
 
 # A BatchNorm model for the tricks that rewrite BN layers (NFNets have none).
-RESNET = ["include 'recipes/configs/models/resnet32_cifar.gin'", "resnet_cifar.depth = 8",
-          "AdaptiveGradClip.exclude = ('logits',)"]
+RESNET = ["include 'recipes/configs/models/resnet32_cifar.gin'", "NUM_CLASSES = 10",
+          "IMAGE_SIZE = 16", "zoo.build.name = 'resnet20_cifar'"]
 
 # trick -> Gin bindings that switch it on (on top of recipes/nfnet_long_tail_tiny.gin).
 TRICKS = {
-    "agc": ["train_and_evaluate.gradient_transforms = [@AdaptiveGradClip()]",
+    "agc": ["Optimization.gradient_transforms = [@AdaptiveGradClip()]",
             "AdaptiveGradClip.clipping = 0.01"],
-    "cyclical_lr": ["train_and_evaluate.learning_rate = @cyclical",
+    "cyclical_lr": ["Optimization.learning_rate = @cyclical",
                     "cyclical.base_lr = 0.01", "cyclical.max_lr = 0.1",
                     "cyclical.step_size_epochs = 1", "cyclical.mode = 'triangular2'"],
-    "logit_adjustment": ["train_and_evaluate.loss = @logit_adjusted", "TAU = 1.5"],
+    "logit_adjustment": ["Task.loss = @logit_adjusted", "TAU = 1.5"],
     "label_smoothing": ["logit_adjusted.label_smoothing = 0.1"],
     "weight_ema": ["tf_keras.optimizers.SGD.use_ema = True",
                    "tf_keras.optimizers.SGD.ema_momentum = 0.9"],
-    "adafactor": ["train_and_evaluate.optimizer = @Adafactor",
-                  "train_and_evaluate.weight_decay_exclude = ()",
+    "adafactor": ["Optimization.optimizer = @Adafactor",
+                  "Optimization.weight_decay_exclude = ()",
                   "warmup_cosine.peak_lr = 0.05"],
-    "sm3": ["train_and_evaluate.optimizer = @SM3",
-            "train_and_evaluate.weight_decay_exclude = ()", "SM3.momentum = 0.9"],
+    "sm3": ["Optimization.optimizer = @SM3",
+            "Optimization.weight_decay_exclude = ()", "SM3.momentum = 0.9"],
     "data_echoing": ["InputPipeline.echo_factor = 2.0",
                      "InputPipeline.echo_placement = 'after_augmentation'"],
-    "mixed_bfloat16": ["train_and_evaluate.mixed_precision = 'mixed_bfloat16'"],
-    "mixed_float16": ["train_and_evaluate.mixed_precision = 'mixed_float16'"],
-    "recompute": ["train_and_evaluate.model_transforms = [@recompute]",
+    "mixed_bfloat16": ["Runtime.mixed_precision = 'mixed_bfloat16'"],
+    "mixed_float16": ["Runtime.mixed_precision = 'mixed_float16'"],
+    "recompute": ["Task.model_transforms = [@recompute]",
                   "recompute.every = 2"],
-    "extended_bn": ["train_and_evaluate.model_transforms = [@swap_batch_norm]"]
+    "extended_bn": ["Task.model_transforms = [@swap_batch_norm]"]
                    + RESNET,
-    "acnet": ["train_and_evaluate.model_transforms = [@acnet_convert]"] + RESNET,
+    "acnet": ["Task.model_transforms = [@acnet_convert]"] + RESNET,
     "mixup": ["InputPipeline.mixup_alpha = 0.2"],
     "cutmix": ["InputPipeline.cutmix_alpha = 1.0", "InputPipeline.mix_prob = 0.5"],
     "randaugment": ["InputPipeline.randaugment = (2, 5)"],
-    "l2": ["train_and_evaluate.l2 = 5e-4", "tf_keras.optimizers.SGD.weight_decay = None"],
-    "xla": ["train_and_evaluate.jit_compile = True"],
+    "l2": ["Optimization.l2 = 5e-4", "tf_keras.optimizers.SGD.weight_decay = None"],
+    "xla": ["Runtime.jit_compile = True"],
     # Per-layer-group rates, under float16 loss scaling (the LossScaleOptimizer path).
-    "layer_lr": ["train_and_evaluate.layer_learning_rates = {'logits': 1.0, '.*': 0.3}",
-                 "train_and_evaluate.mixed_precision = 'mixed_float16'"],
+    "layer_lr": ["Optimization.layer_learning_rates = {'logits': 1.0, '.*': 0.3}",
+                 "Runtime.mixed_precision = 'mixed_float16'"],
 }
 
 BASE = ["EPOCHS = 3", "warmup_cosine.warmup_epochs = 0", "LEARNING_RATE = 0.05",
-        "train_and_evaluate.eval_every_epochs = 0"]
+        "Runtime.eval_every_epochs = 0"]
 
 
 def epoch_losses(model_dir):
@@ -91,11 +91,15 @@ class TricksGinTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(losses, 3)
     self.assertTrue(np.all(np.isfinite(losses)), msg=losses)
     self.assertLess(losses[-1], losses[0], msg=losses)
-    # Operative config records the trick as switched on.
+    # The operative config records each of the trick's bindings with its value.
     with open(os.path.join(model_dir, "operative_config.gin")) as f:
       operative = f.read()
-    name = ".".join(bindings[0].split("=")[0].strip().split(".")[-2:])  # SGD.use_ema
-    self.assertIn(name, operative)
+    for binding in bindings:
+      if binding.startswith("include"):
+        continue
+      name, value = (part.strip() for part in binding.split("=", 1))
+      short = ".".join(name.split(".")[-2:])  # tf_keras.optimizers.SGD.x -> SGD.x
+      self.assertIn(f"{short} = {value}", operative)
     again = self.run_recipe(model_dir, bindings)
     self.assertIsNone(again["final_train_loss"])  # restored at epoch 3: nothing trained
     for key in ("top1", "balanced_accuracy", "per_class_accuracy"):

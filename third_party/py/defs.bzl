@@ -71,38 +71,28 @@ _TIER_SIZES = {
     "e2e": ["large", "medium", "enormous"],
 }
 
-def zoo_py_test(name, tier = None, size = None, srcs = None, deps = None, env = None, tags = None, **kwargs):
+def zoo_py_test(name, tier = "unit", size = None, srcs = None, deps = None, env = None, tags = None, **kwargs):
     """One test file's target.
 
     Args:
       tier: "unit" (the default) or "e2e"; added to `tags`, so that
         `bazel test //... --test_tag_filters=-e2e` runs the unit tests alone.
       size: unit tests "small" (default) or "medium"; e2e tests "large" (default),
-        "medium" or "enormous".
+        "medium" or "enormous". Size a test so it takes at most a third of the
+        size's timeout when run alone.
     """
-    explicit_tier = tier != None
-    if not explicit_tier:
-        tier = "unit"
     if tier not in _TIER_SIZES:
         fail("zoo_py_test({}): tier = {} is not one of {}".format(name, repr(tier), ", ".join([repr(t) for t in _TIER_SIZES])))
     allowed = _TIER_SIZES[tier]
     if size == None:
         size = allowed[0]
     elif size not in allowed:
-        if explicit_tier:
-            fail("zoo_py_test({}): size = {} is not allowed for tier = {} (allowed: {}); {}".format(
-                name,
-                repr(size),
-                repr(tier),
-                ", ".join([repr(s) for s in allowed]),
-                "a test that long is tier = \"e2e\"" if tier == "unit" else "a test that quick is tier = \"unit\"",
-            ))
-
-        # Written before tiers existed: still a unit test, but say what to do.
-        print("zoo_py_test({}): size = {} without tier is kept as tier \"unit\" for now; unit tests are {}: give it tier = \"e2e\" or a unit size".format(
+        fail("zoo_py_test({}): size = {} is not allowed for tier = {} (allowed: {}); {}".format(
             name,
             repr(size),
-            " or ".join([repr(s) for s in allowed]),
+            repr(tier),
+            ", ".join([repr(s) for s in allowed]),
+            "a test that long is tier = \"e2e\"" if tier == "unit" else "a test that quick is tier = \"unit\"",
         ))
     tags = list(tags or [])
     for other in _TIER_SIZES:

@@ -1,0 +1,161 @@
+"""A run's configuration in three parts, as Model Garden's ExperimentConfig splits it.
+
+- `Task`: what is learned: data, long-tail profile, input pipeline, model, model
+  transforms, loss, shot thresholds, validation split.
+- `Optimization`: how: optimizer, learning-rate schedule, gradient transforms, weight
+  decay, per-layer-group rates, phases, and a rule that derives settings (BiT).
+- `Runtime`: where and how long: seed, epochs or steps, precision, XLA, determinism,
+  steps per loop, checkpoint / evaluation cadence, export, device settings.
+
+Each is a frozen, Gin-configurable dataclass (`Task.loss = @logit_adjusted`,
+`Runtime.epochs = %EPOCHS`). Callables are constructors: the trainer calls them in
+`build`, after any derived plan is known, so nothing Gin built is changed afterwards.
+"""
+
+import dataclasses
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import gin
+import tf_keras
+
+from recipes import losses
+from recipes import schedules
+from recipes.data import pipeline as pipeline_lib
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class Phase:
+  """A stretch of training with its own trainable set and rate.
+
+  Args:
+    epochs: the phase's length; None (last phase only) takes the rest of the run; 0
+      skips the phase (so a recipe can keep a head phase that users switch on).
+    trainable: "all", "head" (the "logits" layer alone, the backbone frozen with
+      BatchNorm in inference mode), or a regex: top-level layers whose name matches
+      train, the rest are frozen.
+    lr_scale: the phase runs the recipe's schedule over its own steps, times this.
+  """
+  epochs: Optional[int] = None
+  trainable: str = "all"
+  lr_scale: float = 1.0
+
+
+@gin.configurable
+def head_then_all(head_epochs=0, lr_scale=0.1):
+  """Fine-tuning's two phases: `head_epochs` of the head alone, then every layer at
+  `lr_scale` x the rate (LP-FT, Kumar et al. 2022); none when head_epochs is 0."""
+  if not head_epochs:
+    return []
+  return [Phase(head_epochs, "head"), Phase(None, "all", lr_scale)]
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """What is learned.
+
+  Args:
+    data: returns a `recipes.data.source.Source` (e.g. `@digits`, `@tfds_source`).
+    model: returns a tf_keras model that outputs logits (e.g. `@zoo.build`).
+    pipeline: builds the `InputPipeline`; its unset resolution and normalisation
+      come from the model's zoo card.
+    long_tail: a `LongTail` drawn from the training pool, or None for all of it.
+    model_transforms: `model -> model` rewrites applied in order (`@recompute`,
+      `@swap_batch_norm`, `@acnet_convert`).
+    loss: called as `loss(class_counts=)`; returns per-example losses.
+    shot_thresholds: (many_shot_above, few_shot_below) training counts.
+    validation_per_class: examples of each class held out of the training pool
+      (before the long-tail draw) for validation; 0 holds none out. The test split
+      is never used to choose anything.
+    name: the recipe's name, recorded in metrics.json.
+  """
+  data: Callable[[], Any] = gin.REQUIRED
+  model: Callable[[], tf_keras.Model] = gin.REQUIRED
+  pipeline: Callable[..., pipeline_lib.InputPipeline] = pipeline_lib.InputPipeline
+  long_tail: Optional[Any] = None
+  model_transforms: Sequence[Callable] = ()
+  loss: Callable = losses.cross_entropy
+  shot_thresholds: Sequence[int] = (100, 20)
+  validation_per_class: int = 0
+  name: Optional[str] = None
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class Optimization:
+  """How it is learned.
+
+  Args:
+    optimizer: a tf_keras optimizer class, called with `learning_rate=`.
+    learning_rate: called as `learning_rate(total_steps=, steps_per_epoch=)` for
+      each phase.
+    gradient_transforms: `(grads, variables) -> grads` on unscaled, all-reduced
+      gradients (e.g. `@AdaptiveGradClip()`).
+    weight_decay_exclude: variable-name substrings decayed neither by the
+      optimizer's decoupled weight_decay nor by `l2`.
+    l2: coefficient of an L2 penalty l2 / 2 * sum ||w||^2 (coupled weight decay).
+    layer_learning_rates: {name regex: multiplier} (tricks/layer_lr.py), or None.
+    phases: `Phase`s in order; empty: one phase, every layer, the whole run.
+    hyperrule: a rule (`@BitHyperRule()`) whose plan sets the run's steps, rate
+      schedule, resolution and MixUp from the training set, before anything is built.
+  """
+  optimizer: Callable = tf_keras.optimizers.SGD
+  learning_rate: Callable = schedules.warmup_cosine
+  gradient_transforms: Sequence[Callable] = ()
+  weight_decay_exclude: Sequence[str] = ()
+  l2: float = 0.0
+  layer_learning_rates: Optional[Mapping[str, float]] = None
+  phases: Sequence[Phase] = ()
+  hyperrule: Optional[Any] = None
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+  """Where and for how long.
+
+  Args:
+    seed: the seed of every random choice (data draw, initialisation, augmentation).
+    epochs: the run's length; `steps` (global steps) overrides it, the last epoch
+      cut short.
+    mixed_precision: None, "mixed_float16" (dynamic loss scaling) or "mixed_bfloat16".
+    jit_compile: XLA-compile each replica's forward and backward pass.
+    deterministic_ops: TF's op determinism (same command, same metrics).
+    steps_per_loop: training steps run inside one tf.function call; the progress bar,
+      summaries and host-side checks run once per loop.
+    checkpoint_every_epochs, eval_every_epochs, keep_checkpoints: bookkeeping
+      (eval_every_epochs 0: evaluate at the end only).
+    best_metric: the validation metric (a key of the long-tail metrics, e.g.
+      "balanced_accuracy") whose best checkpoint is kept in model_dir/best; needs
+      `Task.validation_per_class`.
+    early_stopping_patience: stop after this many validations without a new best;
+      None never stops early.
+    export_saved_model: write model_dir/export, a SavedModel serving encoded images.
+    gpu_memory_growth: allocate GPU memory as needed (set before devices are used).
+  """
+  seed: int = 0
+  epochs: int = 30
+  steps: Optional[int] = None
+  mixed_precision: Optional[str] = None
+  jit_compile: bool = False
+  deterministic_ops: bool = True
+  steps_per_loop: int = 1
+  checkpoint_every_epochs: int = 1
+  eval_every_epochs: int = 5
+  keep_checkpoints: int = 3
+  best_metric: Optional[str] = None
+  early_stopping_patience: Optional[int] = None
+  export_saved_model: bool = False
+  gpu_memory_growth: bool = False
+
+
+def split(**settings):
+  """(Task, Optimization, Runtime) from one flat set of their fields, for Python callers:
+  `train_and_evaluate(model_dir, strategy, *split(data=..., model=..., epochs=3))`."""
+  parts = (Task, Optimization, Runtime)
+  names = [{f.name for f in dataclasses.fields(p)} for p in parts]
+  unknown = sorted(set(settings) - set().union(*names))
+  if unknown:
+    raise TypeError(f"no Task, Optimization or Runtime field named {unknown[0]!r}")
+  return tuple(p(**{k: v for k, v in settings.items() if k in n})
+               for p, n in zip(parts, names))

@@ -1,0 +1,154 @@
+"""The distributed training step, and an inner loop of N of them in one tf.function.
+
+Each replica computes
+
+    per-example loss -> sum / global batch -> (scale) -> grads -> (unscale)
+    -> all-reduce SUM across replicas -> gradient transforms -> apply
+
+so gradient transforms (AGC) see the unscaled, all-reduced gradient and the optimizer
+applies it without a second aggregation. `loop(iterator, n)` runs n steps inside one
+tf.function call, as Orbit's `steps_per_loop` and Keras's `steps_per_execution` do:
+the host talks to the device once per loop, not once per step.
+"""
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from tricks import layer_lr
+
+
+@dataclasses.dataclass
+class StepParts:
+  """What a training step is made of."""
+  strategy: tf.distribute.Strategy
+  model: tf_keras.Model
+  optimizer: tf_keras.optimizers.Optimizer
+  loss_fn: Callable
+  global_batch: int
+  gradient_transforms: Sequence[Callable] = ()
+  l2: float = 0.0
+  l2_variables: Sequence[tf.Variable] = ()
+  layer_learning_rates: Optional[layer_lr.LayerLearningRates] = None
+  jit_compile: bool = False
+
+
+class TrainStep:
+  """The step and loop functions of one run; `retrace()` after trainable layers change
+  (the functions capture the trainable variables when traced)."""
+
+  def __init__(self, parts: StepParts):
+    self.parts = parts
+    with parts.strategy.scope():
+      self.loss_metric = tf_keras.metrics.Mean("loss")
+      self.accuracy_metric = tf_keras.metrics.SparseCategoricalAccuracy("accuracy")
+    self.retrace()
+
+  def retrace(self):
+    self._forward_backward_fn = (
+        tf.function(self._forward_backward, jit_compile=True) if self.parts.jit_compile
+        else self._forward_backward)
+    self._loop = tf.function(self._loop_fn)
+
+  def reset_metrics(self):
+    self.loss_metric.reset_state()
+    self.accuracy_metric.reset_state()
+
+  def _forward_backward(self, images, labels):
+    """(unscaled per-replica gradients, per-example losses, logits); XLA-compilable."""
+    p = self.parts
+    variables = p.model.trainable_variables
+    scaling = isinstance(p.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    with tf.GradientTape() as tape:
+      logits = p.model(images, training=True)
+      per_example = p.loss_fn(labels, logits)
+      loss = tf.nn.compute_average_loss(per_example, global_batch_size=p.global_batch)
+      if p.model.losses:
+        loss += tf.nn.scale_regularization_loss(tf.add_n(p.model.losses))
+      trained = {v.ref() for v in variables}
+      decayed = [v for v in p.l2_variables if v.ref() in trained]
+      if p.l2 and decayed:
+        loss += tf.nn.scale_regularization_loss(0.5 * p.l2 * tf.add_n(
+            [tf.reduce_sum(tf.square(tf.cast(v, tf.float32))) for v in decayed]))
+      scaled_loss = p.optimizer.get_scaled_loss(loss) if scaling else loss
+    grads = tape.gradient(scaled_loss, variables)
+    if scaling:
+      grads = p.optimizer.get_unscaled_gradients(grads)
+    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+             for g, v in zip(grads, variables)]
+    return grads, per_example, logits
+
+  def _replica_step(self, images, labels):
+    p = self.parts
+    grads, per_example, logits = self._forward_backward_fn(images, labels)
+    grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    variables = p.model.trainable_variables
+    for transform in p.gradient_transforms:
+      grads = transform(grads, variables)
+    if p.layer_learning_rates is None:
+      p.optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
+    else:
+      p.layer_learning_rates.apply_gradients(
+          p.optimizer, zip(grads, variables), skip_gradients_aggregation=True)
+    self.loss_metric.update_state(per_example)
+    if labels.shape.rank == 2:  # soft targets (MixUp / CutMix): score their argmax
+      labels = tf.argmax(labels, axis=-1, output_type=tf.int32)
+    self.accuracy_metric.update_state(labels, logits)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                               tf.cast(tf.reshape(labels, [-1]), tf.int32)), tf.float32)
+    return (tf.reduce_sum(per_example) / p.global_batch,
+            tf.reduce_sum(correct) / p.global_batch)
+
+  def _step(self, batch):
+    """One global step; this batch's (mean loss, accuracy)."""
+    strategy = self.parts.strategy
+    loss, accuracy = strategy.run(self._replica_step, args=batch)
+    return (strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
+            strategy.reduce(tf.distribute.ReduceOp.SUM, accuracy, axis=None))
+
+  def _loop_fn(self, iterator, steps):
+    losses = tf.TensorArray(tf.float32, size=steps)
+    accuracies = tf.TensorArray(tf.float32, size=steps)
+    for i in tf.range(steps):
+      loss, accuracy = self._step(next(iterator))
+      losses = losses.write(i, tf.cast(loss, tf.float32))
+      accuracies = accuracies.write(i, tf.cast(accuracy, tf.float32))
+    return losses.stack(), accuracies.stack()
+
+  def loop(self, iterator, steps):
+    """Runs `steps` global steps from `iterator` in one call; per-step (losses,
+    accuracies) as numpy arrays."""
+    losses, accuracies = self._loop(iterator, tf.constant(steps, tf.int32))
+    return losses.numpy(), accuracies.numpy()
+
+
+class EvalStep:
+  """Predictions of a padded evaluation dataset, gathered from every replica."""
+
+  def __init__(self, strategy, model):
+    self.strategy = strategy
+    self.model = model
+    self._step = tf.function(self._distributed_step)
+
+  def _replica_step(self, images, labels):
+    logits = self.model(images, training=False)
+    return tf.argmax(logits, axis=-1, output_type=tf.int32), labels
+
+  def _distributed_step(self, batch):
+    predictions, labels = self.strategy.run(self._replica_step, args=batch)
+    return (self.strategy.gather(predictions, axis=0),
+            self.strategy.gather(labels, axis=0))
+
+  def predict(self, dataset, pad_label):
+    """(labels, predictions) over `dataset`, padding examples removed."""
+    all_predictions, all_labels = [], []
+    for batch in self.strategy.experimental_distribute_dataset(dataset):
+      predictions, labels = self._step(batch)
+      all_predictions.append(predictions.numpy())
+      all_labels.append(labels.numpy())
+    labels = np.concatenate(all_labels)
+    keep = labels != pad_label
+    return labels[keep], np.concatenate(all_predictions)[keep]
