@@ -15,7 +15,7 @@ Three parts, each in this one process:
   materialised in memory and repeated, so only the loop differs. A chunk is one
   untimed loop (a fresh `fit` call starts its iterator there) then `--steps` timed
   steps; the trainer's chunk is `TrainStep.loop` calls on one iterator, each followed
-  by the two metric reads `Trainer.train_epoch` makes every loop; `fit`'s is one
+  by the host work `Trainer.train_epoch` does with a loop's results; `fit`'s is one
   `fit(steps_per_epoch=...)` call, verbose 0, timed by a callback from the end of its
   first execution to the end of its last (one sync at each end; the per-epoch work of
   `fit` is outside the window; the callback's batch hooks, which verbose 0 would skip,
@@ -25,8 +25,8 @@ Three parts, each in this one process:
 - Host overhead: the same comparison on a model whose compute is negligible (8x8x3
   images, batch 8, one Dense layer), at `steps_per_loop` (and `steps_per_execution`)
   1 and 8: its time a step is the loop's per-step overhead (plus a few microseconds
-  of compute). A third column times `TrainStep.loop` alone, without the metric reads,
-  to show what they cost.
+  of compute). A third column times `TrainStep.loop` alone, without that host work,
+  to show what that costs.
 - The in-memory cache of decoded, resized training images: JPEGs written to a
   temporary image folder (`recipes.data.image_folder`), one epoch of the pipeline's
   training dataset iterated (no model) with `InputPipeline(cache=True)` and with
@@ -173,16 +173,17 @@ class _FitTimer(tf_keras.callbacks.Callback):
       self.times.append(time.perf_counter())
 
 
-def trainer_chunk(trainer, iterator, loops, steps_per_loop, metric_reads=True):
-  """Seconds a step over `loops` loops, after one untimed loop; with `metric_reads`,
-  each loop is followed by the reads `Trainer.train_epoch` makes for its progress bar."""
+def trainer_chunk(trainer, iterator, loops, steps_per_loop, host_work=True):
+  """Seconds a step over `loops` loops, after one untimed loop; with `host_work`,
+  each loop is followed by what `Trainer.train_epoch` does with its results (the
+  running sums its progress bar shows; the bar's printing is not timed)."""
   step = trainer.step
 
   def one_loop():
-    step.loop(iterator, steps_per_loop)
-    if metric_reads:
-      float(step.loss_metric.result())
-      float(step.accuracy_metric.result())
+    losses, accuracies = step.loop(iterator, steps_per_loop)
+    if host_work:
+      float(losses.sum())
+      float(accuracies.sum())
 
   one_loop()
   start = time.perf_counter()
@@ -225,7 +226,7 @@ def interleave(runs, rounds):
 def compare(trainer, fit_models, dataset, loops, rounds, loop_alone=False):
   """{steps_per_loop: {trainer, fit (, loop_alone): seconds-a-step lists}}: the
   trainer's loop and fit models keyed by steps_per_execution, interleaved on one
-  dataset; `loop_alone` adds `TrainStep.loop` without the trainer's metric reads."""
+  dataset; `loop_alone` adds `TrainStep.loop` without the trainer's host work."""
   iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
   runs = {}
   for n, model in fit_models.items():
@@ -234,7 +235,7 @@ def compare(trainer, fit_models, dataset, loops, rounds, loop_alone=False):
     runs[("fit", n)] = functools.partial(fit_chunk, model, dataset, loops[n], n)
     if loop_alone:
       runs[("loop_alone", n)] = functools.partial(trainer_chunk, trainer, iterator,
-                                                  loops[n], n, metric_reads=False)
+                                                  loops[n], n, host_work=False)
   times = interleave(runs, rounds)
   return {n: {kind: times[(kind, m)] for kind, m in runs if m == n} for n in fit_models}
 
@@ -428,8 +429,8 @@ def main(argv):
         print(f"{str(n) + mark:<16}{row['trainer_ms_per_step']:>12.3f}"
               f"{row['loop_alone_ms_per_step']:>12.3f}{row['fit_ms_per_step']:>10.3f}"
               f"{row['fit_over_trainer']:>13.3f}{row['noise']:>8.1%}")
-      print("(loop alone: TrainStep.loop without the two metric reads that "
-            "Trainer.train_epoch makes after every loop)")
+      print("(loop alone: TrainStep.loop without the host work that "
+            "Trainer.train_epoch does after every loop)")
       summary["host"] = {str(n): row for n, row in rows.items()}
     if "cache" in FLAGS.parts:
       root = os.path.join(tmp, "images")

@@ -66,6 +66,7 @@ def optimization(o):
 
 
 def batch(pipeline, num_examples, replicas):
+  whole("InputPipeline.batch_size", pipeline.batch_size, 1)
   if pipeline.batch_size % replicas:
     raise ConfigError(
         f"InputPipeline.batch_size={pipeline.batch_size} does not split over {replicas} "

@@ -115,7 +115,7 @@ class Trainer:
     self.step.reset_metrics()
     bar = tf_keras.utils.Progbar(steps, stateful_metrics=["loss", "accuracy"],
                                  unit_name="step")
-    done = 0
+    done, loss_sum, accuracy_sum = 0, 0.0, 0.0
     while done < steps:
       n = min(self.runtime.steps_per_loop, steps - done)
       losses, accuracies = self.step.loop(iterator, n)
@@ -124,8 +124,11 @@ class Trainer:
           on_step(epoch * length.steps_per_epoch + done + i, float(losses[i]),
                   float(accuracies[i]))
       done += n
-      bar.update(done, values=[("loss", float(self.step.loss_metric.result())),
-                               ("accuracy", float(self.step.accuracy_metric.result()))])
+      # The loop's own per-batch means (equal batches): the epoch's running means,
+      # without reading the metrics back from the device every loop.
+      loss_sum += float(losses.sum())
+      accuracy_sum += float(accuracies.sum())
+      bar.update(done, values=[("loss", loss_sum / done), ("accuracy", accuracy_sum / done)])
 
   # -- evaluation --------------------------------------------------------------
 
@@ -209,16 +212,9 @@ def resolve_pipeline(base, overrides, model, card):
   unset, the model card's; returns (pipeline, derived bindings)."""
   height, width = model.input_shape[1:3]
   model_size = height if height is not None and height == width else None
-  if card is None:  # a model from outside the zoo: train and test alike, ImageNet stats
-    size = overrides.get("image_size") or base.image_size or model_size
-    if size is None:
-      raise ConfigError(f"InputPipeline.image_size is unset and model {model.name!r} has "
-                        "no zoo card and an open input size; bind InputPipeline.image_size")
-    card = card_lib.ModelCard(size, size, 1.0, "bilinear", card_lib.IMAGENET_MEAN,
-                              card_lib.IMAGENET_STD, None, None)
   pipeline = base.replace(**overrides)
-  pipeline, taken = pipeline.with_card(card, model_size)
   try:
+    pipeline, taken = pipeline.with_card(card or pipeline.plain_card(model_size), model_size)
     pipeline.check()
   except ValueError as e:
     raise ConfigError(str(e)) from None
@@ -295,7 +291,10 @@ def build(model_dir, strategy, task, optimization, runtime):
   checks.task(task, runtime)
   checks.optimization(optimization)
   data = load_data(task, runtime.seed)
-  base = task.pipeline()
+  try:
+    base = task.pipeline()
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
   checks.batch(base, len(data.train), strategy.num_replicas_in_sync)
   overrides, steps, learning_rate, notes, derived = plan_run(optimization, runtime, data,
                                                             base)

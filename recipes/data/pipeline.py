@@ -12,7 +12,8 @@ Resolution, evaluation crop and resize method, normalisation and RandAugment lef
 unset (None) are taken from the model's zoo card (`with_card`).
 """
 
-import copy
+import dataclasses
+from typing import Optional, Sequence, Union
 
 import gin
 import numpy as np
@@ -32,6 +33,7 @@ CARD_FIELDS = ("image_size", "eval_image_size", "eval_crop_fraction", "eval_resi
 
 
 @gin.configurable
+@dataclasses.dataclass(frozen=True)
 class InputPipeline:
   """Builds the per-epoch training and the evaluation `tf.data.Dataset`s.
 
@@ -65,42 +67,63 @@ class InputPipeline:
       a mixed batch uses CutMix, and the label smoothing applied with them.
   """
 
-  def __init__(self, batch_size=32, image_size=None, train_resize=None,
-               eval_image_size=None, eval_crop_fraction=None, eval_resize_method=None,
-               random_crop_padding=0, random_flip=False, randaugment=None, mean=None,
-               std=None, shuffle_buffer=10000, deterministic=True, cache="auto",
-               cache_limit_mb=1024, echo_factor=1.0, echo_placement="before_augmentation",
-               echo_shuffle_buffer=1024, mixup_alpha=0.0, cutmix_alpha=0.0, mix_prob=1.0,
-               mix_switch_prob=0.5, mix_label_smoothing=0.0):
-    self.batch_size = batch_size
-    self.image_size = image_size
-    self.train_resize = train_resize
-    self.eval_image_size = eval_image_size
-    self.eval_crop_fraction = eval_crop_fraction
-    self.eval_resize_method = eval_resize_method
-    self.random_crop_padding = random_crop_padding
-    self.random_flip = random_flip
-    self.randaugment = randaugment
-    self.mean = mean
-    self.std = std
-    self.shuffle_buffer = shuffle_buffer
-    self.deterministic = deterministic
-    self.cache = cache
-    self.cache_limit_mb = cache_limit_mb
-    self.echo_factor = echo_factor
-    self.echo_placement = echo_placement
-    self.echo_shuffle_buffer = echo_shuffle_buffer
-    self.mixup_alpha = mixup_alpha
-    self.cutmix_alpha = cutmix_alpha
-    self.mix_prob = mix_prob
-    self.mix_switch_prob = mix_switch_prob
-    self.mix_label_smoothing = mix_label_smoothing
-    self._cached = {}
-    self._randaugment = (augment.RandAugment(*randaugment) if randaugment else None)
+  batch_size: int = 32
+  image_size: Optional[int] = None
+  train_resize: Optional[int] = None
+  eval_image_size: Optional[int] = None
+  eval_crop_fraction: Optional[float] = None
+  eval_resize_method: Optional[str] = None
+  random_crop_padding: int = 0
+  random_flip: bool = False
+  randaugment: Optional[Sequence[int]] = None
+  mean: Optional[Sequence[float]] = None
+  std: Optional[Sequence[float]] = None
+  shuffle_buffer: int = 10000
+  deterministic: bool = True
+  cache: Union[bool, str] = "auto"
+  cache_limit_mb: int = 1024
+  echo_factor: float = 1.0
+  echo_placement: str = "before_augmentation"
+  echo_shuffle_buffer: int = 1024
+  mixup_alpha: float = 0.0
+  cutmix_alpha: float = 0.0
+  mix_prob: float = 1.0
+  mix_switch_prob: float = 0.5
+  mix_label_smoothing: float = 0.0
+
+  def __post_init__(self):
+    if self.echo_placement not in ECHO_PLACEMENTS:
+      raise ValueError(f"InputPipeline.echo_placement={self.echo_placement!r}; choose one of "
+                       f"{', '.join(ECHO_PLACEMENTS)}")
+    if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
+      raise ValueError(f"InputPipeline.mixup_alpha={self.mixup_alpha} and cutmix_alpha="
+                       f"{self.cutmix_alpha} must be >= 0 (0 switches one off)")
+    # Working state, not settings: the in-memory caches and the RandAugment op.
+    object.__setattr__(self, "_cached", {})
+    object.__setattr__(self, "_randaugment",
+                       augment.RandAugment(*self.randaugment) if self.randaugment else None)
 
   def unresolved(self):
     """The card fields still None."""
     return [f for f in CARD_FIELDS if getattr(self, f) is None]
+
+  def plain_card(self, model_size=None):
+    """The card of a model from outside the zoo: trained and tested alike at
+    `image_size` (or the model's fixed size), whole images, ImageNet statistics."""
+    size = self.image_size or model_size
+    if size is None:
+      raise ValueError("InputPipeline.image_size is unset and the model has no zoo card "
+                       "and an open input size; bind InputPipeline.image_size")
+    return card_lib.ModelCard(size, size, 1.0, "bilinear", card_lib.IMAGENET_MEAN,
+                              card_lib.IMAGENET_STD, None, None)
+
+  def _ready(self):
+    """This pipeline, or, used without a model card, a copy on `plain_card`."""
+    if not self.unresolved():
+      return self
+    if "_plain" not in self._cached:
+      self._cached["_plain"] = self.with_card(self.plain_card())[0]
+    return self._cached["_plain"]
 
   def with_card(self, card, model_size=None):
     """A copy with the fields left None taken from `card` (a zoo ModelCard), and the
@@ -122,15 +145,7 @@ class InputPipeline:
   def replace(self, **fields):
     """A copy with `fields` set (a plan's or a card's values); the Gin-built pipeline
     is not changed."""
-    unknown = sorted(set(fields) - set(vars(self)))
-    if unknown:
-      raise ValueError(f"InputPipeline has no field {unknown[0]!r}")
-    copied = copy.copy(self)
-    copied.__dict__.update(fields, _cached={})
-    if "randaugment" in fields:
-      copied._randaugment = (augment.RandAugment(*fields["randaugment"])
-                             if fields["randaugment"] else None)
-    return copied
+    return dataclasses.replace(self, **fields)
 
   def check(self):
     """Raises ValueError naming the first bad setting (after card resolution)."""
@@ -147,14 +162,8 @@ class InputPipeline:
     if not 0 < self.eval_crop_fraction <= 1:
       raise ValueError(f"InputPipeline.eval_crop_fraction={self.eval_crop_fraction} must be "
                        "in (0, 1]")
-    if self.echo_placement not in ECHO_PLACEMENTS:
-      raise ValueError(f"InputPipeline.echo_placement={self.echo_placement!r}; choose one of "
-                       f"{', '.join(ECHO_PLACEMENTS)}")
     if not self.echo_factor >= 1:
       raise ValueError(f"InputPipeline.echo_factor={self.echo_factor} must be >= 1")
-    if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
-      raise ValueError(f"InputPipeline.mixup_alpha={self.mixup_alpha} and cutmix_alpha="
-                       f"{self.cutmix_alpha} must be >= 0 (0 switches one off)")
     if self.cache not in (True, False, "auto"):
       raise ValueError(f"InputPipeline.cache={self.cache!r}; use True, False or 'auto'")
     if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
@@ -247,6 +256,8 @@ class InputPipeline:
 
   def train_dataset(self, source, indices, epoch, seed):
     """Epoch `epoch` of the training examples `indices` (shuffled, augmented)."""
+    if self.unresolved():
+      return self._ready().train_dataset(source, indices, epoch, seed)
     n = len(indices)
     epoch_seed = np.array([seed, epoch], dtype=np.int64)
     shuffle_seed = int(seed * 1_000_003 + epoch)
@@ -290,12 +301,16 @@ class InputPipeline:
   def eval_image(self, image):
     """The evaluation preprocessing: centred square crop, resize, normalise (the same
     function the exported SavedModel serves with)."""
+    if self.unresolved():
+      return self._ready().eval_image(image)
     return card_lib.eval_preprocess(image, self.eval_image_size, self.eval_crop_fraction,
                                     self.mean, self.std, self.eval_resize_method)
 
   def eval_dataset(self, source, split="test", indices=None):
     """A split (or the examples `indices` of it), evaluation-preprocessed and padded
     with PAD_LABEL examples to whole global batches."""
+    if self.unresolved():
+      return self._ready().eval_dataset(source, split, indices)
     labels = source.test_labels if split == "test" else source.train_labels
     n = len(labels) if indices is None else len(indices)
     pad = -n % self.batch_size

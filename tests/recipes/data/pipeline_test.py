@@ -84,7 +84,7 @@ class PipelineTest(tf.test.TestCase):
     self.assertAllEqual(x[0], x[1])              # the same augmented image twice
     out = batches("batch")
     self.assertAllEqual(out[0][0], out[1][0])    # the same batch twice
-    with self.assertRaisesRegex(ValueError, "unknown echo_placement"):
+    with self.assertRaisesRegex(ValueError, "echo_placement=.late.; choose one of"):
       pipeline.InputPipeline(echo_placement="late")
 
   def test_fractional_echo_gives_the_expected_epoch(self):
