@@ -3,9 +3,9 @@
 - Golden metrics: the default run (seed 0, logit-adjusted loss) against the figures
   README reports, as the regression check of the whole recipe.
 - The claim, over three seeds: on the same long-tailed split, the logit-adjusted loss
-  (Menon et al. 2021) gains on the few-shot classes against cross-entropy. Balanced
-  accuracy over all classes moves by about as much as the seed-to-seed spread (README),
-  so it is reported, not asserted.
+  (Menon et al. 2021) gains on the few-shot classes against cross-entropy, on average.
+  Measured here the gain is small against the seed-to-seed spread (README), and
+  balanced accuracy over all classes ties, so that is reported, not asserted.
 
 Each run takes about 2 minutes on 2 cores; the claim is six runs (e2e tier).
 """
@@ -20,10 +20,11 @@ import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# README's table, seed 0, logit-adjusted: deterministic on one CPU; other CPUs may round
-# differently, so each is held to within 10 of the 700 test images.
-GOLDEN = {"balanced_accuracy": 0.797, "many_shot_accuracy": 0.964,
-          "medium_shot_accuracy": 0.938, "few_shot_accuracy": 0.433}
+# README's table, seed 0, logit-adjusted, measured on this project's 2-core CPU:
+# deterministic there; another CPU may round differently, so each figure is held to
+# within 10 of the test images it is measured on.
+GOLDEN = {"balanced_accuracy": (0.8329, 700), "many_shot_accuracy": (0.9643, 280),
+          "medium_shot_accuracy": (0.9667, 210), "few_shot_accuracy": (0.5238, 210)}
 
 
 def run_recipe(model_dir, *bindings):
@@ -47,8 +48,8 @@ class NfnetLongTailTest(tf.test.TestCase):
     self.assertEqual(metrics["num_test_examples"], 700)
     self.assertEqual(metrics["epochs"], 60)
     print({k: round(metrics[k], 4) for k in GOLDEN})
-    for key, value in GOLDEN.items():
-      self.assertAllClose(metrics[key], value, atol=10 / 700, msg=key)
+    for key, (value, images) in GOLDEN.items():
+      self.assertAllClose(metrics[key], value, atol=10 / images, msg=key)
 
   def test_logit_adjustment_gains_on_few_shot_classes_over_three_seeds(self):
     tmp = self.get_temp_dir()

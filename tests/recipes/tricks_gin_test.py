@@ -2,6 +2,7 @@
 training runs, the training loss falls, and a rerun on the same model_dir restores the
 checkpointed state exactly (it trains nothing and reports the same metrics)."""
 
+import ast
 import os
 
 from absl.testing import parameterized
@@ -57,6 +58,15 @@ BASE = ["EPOCHS = 3", "warmup_cosine.warmup_epochs = 0", "LEARNING_RATE = 0.05",
         "Runtime.eval_every_epochs = 0"]
 
 
+def literal(text):
+  """A Gin value as Python compares it (numbers, strings, tuples, dicts), else its text
+  (references such as `@AdaptiveGradClip()`)."""
+  try:
+    return ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    return text.strip()
+
+
 def epoch_losses(model_dir):
   """The per-epoch training loss the trainer wrote to TensorBoard."""
   losses = {}
@@ -94,12 +104,15 @@ class TricksGinTest(tf.test.TestCase, parameterized.TestCase):
     # The operative config records each of the trick's bindings with its value.
     with open(os.path.join(model_dir, "operative_config.gin")) as f:
       operative = f.read()
+    recorded = dict(line.split(" = ", 1) for line in operative.splitlines()
+                    if " = " in line and not line.startswith("#"))
     for binding in bindings:
       if binding.startswith("include"):
         continue
       name, value = (part.strip() for part in binding.split("=", 1))
       short = ".".join(name.split(".")[-2:])  # tf_keras.optimizers.SGD.x -> SGD.x
-      self.assertIn(f"{short} = {value}", operative)
+      self.assertIn(short, recorded, msg=binding)
+      self.assertEqual(literal(recorded[short]), literal(value), msg=binding)
     again = self.run_recipe(model_dir, bindings)
     self.assertIsNone(again["final_train_loss"])  # restored at epoch 3: nothing trained
     for key in ("top1", "balanced_accuracy", "per_class_accuracy"):
