@@ -1,0 +1,57 @@
+"""Settings checks: each bad value is one ConfigError naming the setting; good ones pass."""
+
+import os
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from recipes import checks
+from recipes import experiment
+from recipes.errors import ConfigError
+
+
+class ChecksTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(
+      (dict(epochs=0), "Runtime.epochs=0 must be a whole number >= 1"),
+      (dict(epochs=2.5), "Runtime.epochs=2.5 must be a whole number"),
+      (dict(epochs=True), "Runtime.epochs=True must be a whole number"),
+      (dict(steps=-3), "Runtime.steps=-3 must be a whole number >= 1 or None"),
+      (dict(seed=-1), "Runtime.seed=-1"),
+      (dict(steps_per_loop="8"), "Runtime.steps_per_loop='8'"),
+      (dict(eval_every_epochs=-1), "Runtime.eval_every_epochs=-1 must be .* >= 0"),
+      (dict(keep_checkpoints=0), "Runtime.keep_checkpoints=0"),
+      (dict(mixed_precision="float16"), "Runtime.mixed_precision='float16'"),
+      (dict(best_metric="loss"), "Runtime.best_metric='loss'; choose one of top1"),
+      (dict(early_stopping_patience=3), "needs Runtime.best_metric"),
+  )
+  def test_bad_runtime(self, settings, message):
+    with self.assertRaisesRegex(ConfigError, message):
+      checks.runtime(experiment.Runtime(**settings))
+
+  def test_good_runtime(self):
+    checks.runtime(experiment.Runtime(steps=10, steps_per_loop=4, best_metric="top1",
+                                      early_stopping_patience=2, eval_every_epochs=0))
+
+  def test_task_and_optimization(self):
+    task = experiment.Task(data=None, model=None)
+    with self.assertRaisesRegex(ConfigError, "needs a validation split"):
+      checks.task(task, experiment.Runtime(best_metric="top1"))
+    with self.assertRaisesRegex(ConfigError, r"shot_thresholds=\(5, 20\)"):
+      checks.task(experiment.Task(data=None, model=None, shot_thresholds=(5, 20)),
+                  experiment.Runtime())
+    with self.assertRaisesRegex(ConfigError, "Optimization.l2=-0.1 must be a number >= 0"):
+      checks.optimization(experiment.Optimization(l2=-0.1))
+
+  def test_resume_config(self):
+    model_dir = self.get_temp_dir()
+    checks.resume_config(model_dir, "A = 1\n")  # nothing there yet
+    with open(os.path.join(model_dir, "config.gin"), "w") as f:
+      f.write("A = 1\nB = 2\n")
+    checks.resume_config(model_dir, "A = 1\nB = 2\n")
+    with self.assertRaisesRegex(ConfigError, "has 'B = 2' where this run has 'B = 3'"):
+      checks.resume_config(model_dir, "A = 1\nB = 3\n")
+
+
+if __name__ == "__main__":
+  tf.test.main()
