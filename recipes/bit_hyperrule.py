@@ -63,7 +63,7 @@ class Plan:
 
 @gin.configurable
 class BitHyperRule:
-  """The rule, as the trainer asks it: `train_and_evaluate.hyperrule = @BitHyperRule()`."""
+  """The rule, as the trainer asks it: `Optimization.hyperrule = @BitHyperRule()`."""
 
   def __init__(self, base_lr=0.003, base_batch_size=512, schedule_scale=1.0,
                mixup_alpha=0.1, small_area=96 * 96, small_resolution=(160, 128),

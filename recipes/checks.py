@@ -48,6 +48,9 @@ def runtime(r):
   if r.early_stopping_patience is not None and r.best_metric is None:
     raise ConfigError("Runtime.early_stopping_patience needs Runtime.best_metric (e.g. "
                       "'balanced_accuracy') and Task.validation_per_class > 0")
+  if r.early_stopping_patience is not None and not r.eval_every_epochs:
+    raise ConfigError("Runtime.early_stopping_patience needs Runtime.eval_every_epochs >= 1 "
+                      "(validation only at the end cannot stop early)")
 
 
 def task(t, runtime_):
@@ -59,6 +62,17 @@ def task(t, runtime_):
   if not few <= many:
     raise ConfigError(f"Task.shot_thresholds={tuple(t.shot_thresholds)} must be "
                       "(many_shot_above, few_shot_below) with few <= many")
+
+
+def best_metric_has_classes(metric, counts, shot_thresholds):
+  """A shot-group metric needs classes in its group (long_tail_metrics gives None)."""
+  many, few = shot_thresholds
+  groups = {"many_shot_accuracy": counts > many, "few_shot_accuracy": counts < few,
+            "medium_shot_accuracy": (counts <= many) & (counts >= few)}
+  if metric in groups and not groups[metric].any():
+    raise ConfigError(f"Runtime.best_metric={metric!r} but no class has that many training "
+                      f"examples (counts {list(counts)}, Task.shot_thresholds="
+                      f"{tuple(shot_thresholds)}); choose 'balanced_accuracy'")
 
 
 def optimization(o):

@@ -1,7 +1,7 @@
 """Loss builders for the trainer: each takes the training split's class counts.
 
 The trainer calls `loss(class_counts=...)` and expects per-example losses, so a
-recipe switches between them with one Gin binding (`train_and_evaluate.loss`).
+recipe switches between them with one Gin binding (`Task.loss`).
 """
 
 import gin

@@ -51,6 +51,10 @@ def place(phases, epochs, steps_per_epoch, total_steps) -> List[Span]:
       if i != len(phases) - 1:
         raise ConfigError(f"Optimization.phases[{i}] has epochs=None (the rest of the run); "
                           "only the last phase may")
+      if start >= epochs:
+        raise ConfigError(f"Optimization.phases before the last take all {epochs} epochs, "
+                          "leaving it none; raise Runtime.epochs or shorten them "
+                          "(e.g. HEAD_EPOCHS < EPOCHS)")
       end = epochs
     elif not isinstance(phase.epochs, int) or phase.epochs < 0:
       raise ConfigError(f"Optimization.phases[{i}].epochs={phase.epochs!r} must be a whole "
@@ -79,8 +83,7 @@ def set_trainable(model, trainable, head=finetune.HEAD):
   """Marks the top-level layers of `model` trainable per `trainable` ('all', 'head', or
   a regex). Frozen BatchNorm layers normalise with their moving statistics."""
   if trainable == "head":
-    finetune.freeze_backbone(model, head=head)
-    return model
+    trainable = f"^{re.escape(head)}$"
   pattern = None if trainable == "all" else re.compile(trainable)
   for layer in model.layers:
     layer.trainable = pattern is None or bool(pattern.search(layer.name))

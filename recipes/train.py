@@ -22,6 +22,7 @@ from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-positio
 from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from recipes import checks
 from recipes import configurables  # pylint: disable=unused-import
 from recipes import experiment
 from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
@@ -94,10 +95,10 @@ def main(argv):
   try:
     parse_config(FLAGS.gin_file, FLAGS.gin_bindings)
     model_dir = os.path.join(_USER_DIR, FLAGS.model_dir or default_model_dir(FLAGS.gin_file))
-    # Device settings go first: nothing may touch the devices before them.
-    strategies.configure_devices(gpu_memory_growth=experiment.Runtime().gpu_memory_growth)
-    strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu)
     try:
+      # Device settings go first: nothing may touch the devices before them.
+      strategies.configure_devices(gpu_memory_growth=experiment.Runtime().gpu_memory_growth)
+      strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu)
       metrics = run(model_dir, strategy)
     except (ValueError, RuntimeError) as e:
       if isinstance(e, ConfigError) or "Required bindings" not in str(e):
@@ -107,8 +108,7 @@ def main(argv):
     # Gin appends "In call to configurable ..." lines; the first line says it all.
     print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
     sys.exit(2)
-  headline = ("top1", "balanced_accuracy", "many_shot_accuracy", "medium_shot_accuracy",
-              "few_shot_accuracy", "base_lr", "max_lr")
+  headline = checks.METRICS + ("base_lr", "max_lr")
   summary = ", ".join(f"{k} {metrics[k]:.4g}" for k in headline
                       if metrics.get(k) is not None)
   print(f"\n{summary}\nReport in {model_dir}: {', '.join(sorted(os.listdir(model_dir)))}")

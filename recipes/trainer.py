@@ -36,7 +36,6 @@ from recipes.errors import ConfigError
 from tricks import layer_lr
 from tricks import layer_rng
 from tricks import weight_ema
-from zoo import card as card_lib
 from zoo import export
 from zoo import finetune
 from zoo import nfnet_checkpoint
@@ -179,7 +178,7 @@ def load_data(task, seed):
   validation = np.zeros([0], np.int64)
   if task.validation_per_class:
     pool, validation = source_lib.balanced_holdout(
-        source.train_labels, task.validation_per_class, seed)
+        source.train_labels, task.validation_per_class, seed, "Task.validation_per_class")
   train = pool
   if task.long_tail:
     train = pool[task.long_tail.select(source.train_labels[pool], source.num_classes)]
@@ -193,6 +192,9 @@ def plan_run(optimization, runtime, data, base_pipeline):
   rule = optimization.hyperrule
   if rule is None:
     return {}, runtime.steps, optimization.learning_rate, [], {}
+  if optimization.phases:
+    raise ConfigError("Optimization.hyperrule sets one schedule for the whole run; it does "
+                      "not combine with Optimization.phases (set HEAD_EPOCHS = 0)")
   first = next(iter(data.source.make_dataset("train", data.train[:1])))
   height, width = (int(d) for d in first[0].shape[:2])
   plan = rule.plan(len(data.train), height, width, base_pipeline.batch_size,
@@ -207,14 +209,15 @@ def plan_run(optimization, runtime, data, base_pipeline):
   return dict(plan.pipeline), plan.steps, learning_rate, [plan.note], derived
 
 
-def resolve_pipeline(base, overrides, model, card):
+def resolve_pipeline(base, overrides, model, card, full_frame=False):
   """The pipeline used: the Gin-built one with the plan's fields and, where still
   unset, the model card's; returns (pipeline, derived bindings)."""
   height, width = model.input_shape[1:3]
   model_size = height if height is not None and height == width else None
   pipeline = base.replace(**overrides)
   try:
-    pipeline, taken = pipeline.with_card(card or pipeline.plain_card(model_size), model_size)
+    pipeline, taken = pipeline.with_card(card or pipeline.plain_card(model_size), model_size,
+                                         full_frame)
     pipeline.check()
   except ValueError as e:
     raise ConfigError(str(e)) from None
@@ -258,8 +261,8 @@ def _head(model):
   try:
     return model.get_layer(finetune.HEAD)
   except ValueError:
-    raise ConfigError(f"a 'head' phase needs a model with a {finetune.HEAD!r} layer; "
-                      f"{model.name!r} has none (use a zoo model)") from None
+    raise ConfigError(f"Optimization.phases need a model with a {finetune.HEAD!r} head "
+                      f"layer; {model.name!r} has none (use a zoo model)") from None
 
 
 def build_optimizer(optimization, runtime, model, length, learning_rate):
@@ -291,6 +294,7 @@ def build(model_dir, strategy, task, optimization, runtime):
   checks.task(task, runtime)
   checks.optimization(optimization)
   data = load_data(task, runtime.seed)
+  checks.best_metric_has_classes(runtime.best_metric, data.counts, task.shot_thresholds)
   try:
     base = task.pipeline()
   except ValueError as e:
@@ -300,7 +304,8 @@ def build(model_dir, strategy, task, optimization, runtime):
                                                             base)
   with strategy.scope():
     model, card = build_model(task)
-    pipeline, taken = resolve_pipeline(base, overrides, model, card)
+    pipeline, taken = resolve_pipeline(base, overrides, model, card,
+                                       data.source.full_frame)
     derived.update(taken)
     checks.model_fits(model, data.source.num_classes,
                       {pipeline.image_size, pipeline.eval_image_size})

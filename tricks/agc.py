@@ -70,6 +70,7 @@ class AdaptiveGradClip:
     """Notes which kernels are transposed convolutions (their fan-in axes differ)."""
     transposed = (tf_keras.layers.Conv1DTranspose, tf_keras.layers.Conv2DTranspose,
                   tf_keras.layers.Conv3DTranspose)
+    self._transposed = set()  # this model's alone: a rebuilt model starts afresh
     for layer in model.submodules:
       if isinstance(layer, transposed) and getattr(layer, "kernel", None) is not None:
         self._transposed.add(id(layer.kernel))

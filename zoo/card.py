@@ -36,6 +36,8 @@ class ModelCard:
   randaugment: (layers, magnitude) of the recipe that trained it, or None.
   block_pattern: a regex whose first group names a block in layer names (for
     recompute), or None when the layer names do not allow one.
+  test_crop_padding: when set, the crop is S / (S + padding) at whatever test size S
+    is used (DeepMind's NFNets: 32), so it follows a rescaled test resolution.
   """
   train_size: int
   test_size: int
@@ -45,6 +47,13 @@ class ModelCard:
   std: tuple
   randaugment: Optional[tuple] = None
   block_pattern: Optional[str] = None
+  test_crop_padding: Optional[int] = None
+
+  def crop_for(self, size):
+    """The test crop at test resolution `size`."""
+    if self.test_crop_padding:
+      return size / (size + self.test_crop_padding)
+    return self.test_crop
 
   def __post_init__(self):
     for field in ("train_size", "test_size"):
@@ -70,9 +79,12 @@ class ModelCard:
       object.__setattr__(self, "randaugment", tuple(self.randaugment))
 
 
+DEEPMIND_CROP_PADDING = 32
+
+
 def deepmind_eval_crop(test_size):
   """DeepMind's NFNet evaluation crop: S / (S + 32) of the shorter side."""
-  return test_size / (test_size + 32)
+  return test_size / (test_size + DEEPMIND_CROP_PADDING)
 
 
 def eval_preprocess(image, size, crop=1.0, mean=IMAGENET_MEAN, std=IMAGENET_STD,

@@ -123,9 +123,9 @@ def _resnet_cifar(depth):
 
 
 def _card(size, crop, mean, std, block_pattern, test_size=None, method="bilinear",
-          randaugment=None):
+          randaugment=None, crop_padding=None):
   return ModelCard(size, test_size or size, crop, method, mean, std, randaugment,
-                   block_pattern)
+                   block_pattern, crop_padding)
 
 
 _CAFFE = dict(mean=tuple(m / 255 for m in CAFFE_MEAN_RGB), std=(1 / 255,) * 3)
@@ -154,7 +154,8 @@ def _nfnet_card(variant):
                  test_size=spec.test_image_size, **_IMAGENET)
   return _card(spec.train_image_size, card_lib.deepmind_eval_crop(spec.test_image_size),
                block_pattern=NFNET_BLOCKS, test_size=spec.test_image_size,
-               method="bicubic", randaugment=tuple(spec.randaugment) or None, **_IMAGENET)
+               method="bicubic", randaugment=tuple(spec.randaugment) or None,
+               crop_padding=card_lib.DEEPMIND_CROP_PADDING, **_IMAGENET)
 
 
 MODELS = {

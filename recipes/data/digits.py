@@ -35,4 +35,4 @@ def digits(test_per_class=70, split_seed=0):
   return source_lib.Source(
       name="digits", class_names=[str(d) for d in range(10)],
       train_labels=labels[train_idx], test_labels=labels[test_idx],
-      make_dataset=make_dataset)
+      make_dataset=make_dataset, full_frame=True)

@@ -121,23 +121,24 @@ class InputPipeline:
     """This pipeline, or, used without a model card, a copy on `plain_card`."""
     if not self.unresolved():
       return self
-    if "_plain" not in self._cached:
-      self._cached["_plain"] = self.with_card(self.plain_card())[0]
-    return self._cached["_plain"]
+    if "plain" not in self._cached:
+      self._cached["plain"] = self.with_card(self.plain_card())[0]
+    return self._cached["plain"]
 
-  def with_card(self, card, model_size=None):
+  def with_card(self, card, model_size=None, full_frame=False):
     """A copy with the fields left None taken from `card` (a zoo ModelCard), and the
     values taken as {field: value}. A model with a fixed input size `model_size` trains
     and tests at that size; an open one trains at the card's resolution and tests at
-    the card's test resolution, scaled with the training one (NFNet-F0: 192 -> 256).
+    the card's test resolution, scaled with the training one (NFNet-F0: 192 -> 256),
+    on the card's crop for that size (whole images when the source is `full_frame`).
     The Gin-built pipeline itself is not changed."""
     image_size = self.image_size or model_size or card.train_size
+    eval_size = self.eval_image_size or model_size or int(round(
+        image_size * card.test_size / card.train_size))
     values = dict(
-        image_size=image_size,
-        eval_image_size=model_size or int(round(image_size * card.test_size
-                                                / card.train_size)),
-        eval_crop_fraction=card.test_crop, eval_resize_method=card.resize_method,
-        mean=tuple(card.mean), std=tuple(card.std),
+        image_size=image_size, eval_image_size=eval_size,
+        eval_crop_fraction=1.0 if full_frame else card.crop_for(eval_size),
+        eval_resize_method=card.resize_method, mean=tuple(card.mean), std=tuple(card.std),
         randaugment=tuple(card.randaugment) if card.randaugment else ())
     taken = {f: values[f] for f in self.unresolved()}
     return self.replace(**taken), taken
@@ -164,6 +165,16 @@ class InputPipeline:
                        "in (0, 1]")
     if not self.echo_factor >= 1:
       raise ValueError(f"InputPipeline.echo_factor={self.echo_factor} must be >= 1")
+    if self.eval_resize_method not in card_lib.RESIZE_METHODS:
+      raise ValueError(f"InputPipeline.eval_resize_method={self.eval_resize_method!r}; use "
+                       f"one of {', '.join(card_lib.RESIZE_METHODS)}")
+    if self.randaugment and len(tuple(self.randaugment)) != 2:
+      raise ValueError(f"InputPipeline.randaugment={self.randaugment!r}; use (num_layers, "
+                       "magnitude), or () for none")
+    for name in ("shuffle_buffer", "cache_limit_mb"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"InputPipeline.{name}={value!r} must be a whole number >= 1")
     if self.cache not in (True, False, "auto"):
       raise ValueError(f"InputPipeline.cache={self.cache!r}; use True, False or 'auto'")
     if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
@@ -213,9 +224,11 @@ class InputPipeline:
     dataset derived from it) when `caches` says so."""
     if not self.caches(num_examples, size):
       return make()
-    if key not in self._cached:
-      self._cached[key] = make().cache()
-    return self._cached[key]
+    source, rest = key[0], key[1:]
+    key = (id(source),) + rest
+    if key not in self._cached:  # the source is kept, so its id is not reused
+      self._cached[key] = (source, make().cache())
+    return self._cached[key][1]
 
   @property
   def mixes(self):
@@ -273,7 +286,7 @@ class InputPipeline:
           lambda image, label: (self._resize(image), label),
           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
-    ds = self._base(("train", source.name, np.asarray(indices).tobytes()), resized, n,
+    ds = self._base((source, "train", np.asarray(indices, np.int64).tobytes()), resized, n,
                     self.train_resize or self.image_size)
     ds = ds.shuffle(min(n, self.shuffle_buffer), seed=shuffle_seed,
                     reshuffle_each_iteration=False)
@@ -322,8 +335,8 @@ class InputPipeline:
           lambda image, label: (self.eval_image(image), label),
           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
-    key = ("eval", source.name, split, None if indices is None else
-           np.asarray(indices).tobytes())
+    key = (source, "eval", split, None if indices is None else
+           np.asarray(indices, np.int64).tobytes())
     ds = self._base(key, preprocessed, n, size)
     if pad:
       filler = tf.data.Dataset.from_tensors(

@@ -19,12 +19,15 @@ class Source:
   `train_labels[i]` is the label of the i-th training example, so a long-tailed
   subset can be drawn from labels alone; `make_dataset(split, indices)` then yields
   just those examples, in index order, decoded to uint8 with 3 channels.
+  `full_frame`: the images are tightly framed (8x8 digits), so evaluation keeps the
+  whole image instead of a model card's centre crop.
   """
   name: str
   class_names: Sequence[str]
   train_labels: np.ndarray
   test_labels: np.ndarray
   make_dataset: MakeDataset
+  full_frame: bool = False
 
   @property
   def num_classes(self):
@@ -42,16 +45,17 @@ def select(dataset, indices, size):
       lambda _, example: example)
 
 
-def balanced_holdout(labels, per_class, seed):
-  """Indices (train, test): `per_class` random test examples of each class."""
+def balanced_holdout(labels, per_class, seed, setting="test_per_class"):
+  """Indices (train, held out): `per_class` random examples of each class held out;
+  `setting` names the binding to lower when a class is too small."""
   rng = np.random.default_rng(seed)
   test = []
   for c in np.unique(labels):
     members = np.flatnonzero(labels == c)
     if len(members) <= per_class:
       raise ConfigError(
-          f"class {c} has {len(members)} examples, too few to hold out {per_class} "
-          "for testing; lower test_per_class")
+          f"class {c} has {len(members)} examples, too few to hold out {per_class}; "
+          f"lower {setting}")
     test.extend(rng.choice(members, per_class, replace=False))
   test = np.sort(np.asarray(test))
   train = np.setdiff1d(np.arange(len(labels)), test)

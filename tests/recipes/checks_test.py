@@ -3,6 +3,7 @@
 import os
 
 from absl.testing import parameterized
+import numpy as np
 import tensorflow as tf
 
 from recipes import checks
@@ -24,6 +25,8 @@ class ChecksTest(tf.test.TestCase, parameterized.TestCase):
       (dict(mixed_precision="float16"), "Runtime.mixed_precision='float16'"),
       (dict(best_metric="loss"), "Runtime.best_metric='loss'; choose one of top1"),
       (dict(early_stopping_patience=3), "needs Runtime.best_metric"),
+      (dict(early_stopping_patience=3, best_metric="top1", eval_every_epochs=0),
+       "needs Runtime.eval_every_epochs >= 1"),
   )
   def test_bad_runtime(self, settings, message):
     with self.assertRaisesRegex(ConfigError, message):
@@ -31,7 +34,7 @@ class ChecksTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_good_runtime(self):
     checks.runtime(experiment.Runtime(steps=10, steps_per_loop=4, best_metric="top1",
-                                      early_stopping_patience=2, eval_every_epochs=0))
+                                      early_stopping_patience=2, eval_every_epochs=1))
 
   def test_task_and_optimization(self):
     task = experiment.Task(data=None, model=None)
@@ -42,6 +45,13 @@ class ChecksTest(tf.test.TestCase, parameterized.TestCase):
                   experiment.Runtime())
     with self.assertRaisesRegex(ConfigError, "Optimization.l2=-0.1 must be a number >= 0"):
       checks.optimization(experiment.Optimization(l2=-0.1))
+
+  def test_best_metric_needs_classes_in_its_group(self):
+    balanced = np.array([50] * 10)
+    checks.best_metric_has_classes("many_shot_accuracy", balanced, (20, 5))
+    checks.best_metric_has_classes("balanced_accuracy", balanced, (20, 5))
+    with self.assertRaisesRegex(ConfigError, "best_metric='few_shot_accuracy' but no class"):
+      checks.best_metric_has_classes("few_shot_accuracy", balanced, (20, 5))
 
   def test_resume_config(self):
     model_dir = self.get_temp_dir()

@@ -44,6 +44,7 @@ class PhasesTest(tf.test.TestCase):
         ([Phase(None, "(")], "not 'all', 'head' or a regex"),
         ([Phase(None, "all", 0.0)], "lr_scale=0.0 must be > 0"),
         ([Phase(0)], "cover 0 epochs"),
+        ([Phase(3, "head"), Phase(None, "all", 0.1)], "leaving it none"),
     ]
     for given, message in cases:
       with self.assertRaisesRegex(ConfigError, message, msg=str(given)):
@@ -58,6 +59,10 @@ class PhasesTest(tf.test.TestCase):
     self.assertEqual(len(model.trainable_variables), 4)
     phases.set_trainable(model, "all")
     self.assertEqual(len(model.trainable_variables), 6)
+    phases.set_trainable(model, "stage1")  # freezes the head ...
+    phases.set_trainable(model, "head")  # ... which a head phase then trains
+    self.assertEqual([v.name for v in model.trainable_variables],
+                     ["logits/kernel:0", "logits/bias:0"])
 
   def test_each_span_runs_its_own_schedule_scaled(self):
     spans = phases.place([Phase(2, "head"), Phase(None, "all", 0.1)], 6, 5, 30)

@@ -145,6 +145,10 @@ class RegistryTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(model.input_shape, (None, 32, 32, 3))  # the card's train_size
     self.assertIs(zoo.card_of(model), zoo.model_card("resnet20_cifar"))
     self.assertIs(zoo.model_card("nfnet_f0"), registry.MODELS["nfnet_f0"].card)
+    # DeepMind's crop, S / (S + 32), at F0's test size and at any other.
+    self.assertAllClose(zoo.model_card("nfnet_f0").crop_for(256), 256 / 288)
+    self.assertAllClose(zoo.model_card("nfnet_f0").crop_for(171), 171 / 203)
+    self.assertEqual(zoo.model_card("resnet50").crop_for(171), 0.875)
     self.assertIsNone(zoo.card_of(tf_keras.Sequential()))
 
   def test_model_garden_resnet_takes_checkpoints_not_weight_files(self):

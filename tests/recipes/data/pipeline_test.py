@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from recipes.data import pipeline
 from recipes.data import source as source_lib
+from zoo import card as card_lib
 
 
 def toy_source(n_train=20, n_test=7, size=6):
@@ -142,6 +143,52 @@ class PipelineTest(tf.test.TestCase):
           self.assertAllClose(ym[i, y[::-1][i]], 1 - lam, atol=1e-6)
           self.assertLessEqual(lam, np.mean(from_self) + 1e-6)
           self.assertGreaterEqual(lam, 0.0)
+
+  def test_card_fills_what_is_left_unset(self):
+    f0 = card_lib.ModelCard(192, 256, 256 / 288, "bicubic", (0.1, 0.2, 0.3), (1.0, 1.0, 1.0),
+                            (4, 5), None, test_crop_padding=32)
+    # Open input, trained at 128: tested at 128 * 256 / 192, on S / (S + 32) for that S.
+    got, taken = pipeline.InputPipeline(image_size=128).with_card(f0)
+    self.assertEqual(got.eval_image_size, 171)
+    self.assertAllClose(got.eval_crop_fraction, 171 / 203)
+    self.assertEqual((got.eval_resize_method, got.mean, got.randaugment),
+                     ("bicubic", (0.1, 0.2, 0.3), (4, 5)))
+    self.assertEqual(set(taken), {"eval_image_size", "eval_crop_fraction",
+                                  "eval_resize_method", "mean", "std", "randaugment"})
+    # A fixed input size wins; bound values stay; full-frame data keeps whole images.
+    got, taken = pipeline.InputPipeline(mean=(0.5, 0.5, 0.5)).with_card(
+        f0, model_size=32, full_frame=True)
+    self.assertEqual((got.image_size, got.eval_image_size, got.eval_crop_fraction),
+                     (32, 32, 1.0))
+    self.assertEqual(got.mean, (0.5, 0.5, 0.5))
+    self.assertNotIn("mean", taken)
+    unresolved = pipeline.InputPipeline(image_size=16)
+    self.assertIsNone(unresolved.eval_image_size)  # the Gin-built one is left as built
+
+  def test_cached_epochs_equal_uncached_ones(self):
+    source, _ = toy_source()
+    indices = np.arange(0, 20, 2)
+    epochs = {}
+    for cache in (True, False):
+      p = pipeline.InputPipeline(batch_size=4, image_size=8, random_crop_padding=2,
+                                 random_flip=True, cache=cache)
+      epochs[cache] = [[(x.numpy(), y.numpy()) for x, y in p.train_dataset(source, indices, e, 3)]
+                       for e in (0, 1)]
+    for (a, b), (c, d) in zip(sum(epochs[True], []), sum(epochs[False], [])):
+      self.assertAllEqual(a, c)
+      self.assertAllEqual(b, d)
+    auto = pipeline.InputPipeline(cache="auto", cache_limit_mb=1)
+    self.assertTrue(auto.caches(20, 64))  # 20 x 64 x 64 x 3 x 4 bytes: 0.9 MiB
+    self.assertFalse(auto.caches(30, 64))  # 1.4 MiB
+
+  def test_bad_settings_after_resolution(self):
+    for fields, message in ((dict(eval_resize_method="nearest"), "eval_resize_method"),
+                            (dict(randaugment=(2, 5, 1)), "randaugment"),
+                            (dict(shuffle_buffer=0), "shuffle_buffer=0"),
+                            (dict(batch_size=0), "batch_size=0")):
+      p = pipeline.InputPipeline(image_size=8, **fields)
+      with self.assertRaisesRegex(ValueError, message):
+        p.with_card(p.plain_card())[0].check()
 
   def test_negative_alpha_is_refused(self):
     with self.assertRaisesRegex(ValueError, "must be >= 0"):
