@@ -510,6 +510,12 @@ def finish(trainer, record):
       final_train_loss=record.final_train_loss if record.first_epoch < record.last_epoch
       else None, best_on_validation=best_on_validation(trainer, record),
       derived={k: list(v) if isinstance(v, tuple) else v for k, v in trainer.derived.items()})
+  metrics["reported"] = ("top-level metrics: the test split, final weights (averaged when "
+                         "the optimizer keeps an EMA); best_on_validation: the best "
+                         "checkpoint on validation")
+  if len(data.validation):
+    final = trainer.evaluate("validation")
+    metrics["final_validation"] = {k: final[k] for k in checks.METRICS}
   if trainer.optimization.hyperrule is not None:
     metrics["hyperrule"] = trainer.notes[0]
   if not is_chief(trainer.strategy):

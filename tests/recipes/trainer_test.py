@@ -227,6 +227,8 @@ class TrainerTest(tf.test.TestCase):
                   best_metric="balanced_accuracy", early_stopping_patience=2,
                   eval_every_epochs=1)
     self.assertEqual(metrics["num_validation_examples"], 50)
+    self.assertBetween(metrics["final_validation"]["balanced_accuracy"], 0.0, 1.0)
+    self.assertIn("final weights", metrics["reported"])
     # The validation examples came out of the training pool, not the test split.
     self.assertEqual(metrics["num_test_examples"], 700)
     best = metrics["best_on_validation"]
