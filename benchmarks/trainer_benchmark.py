@@ -180,10 +180,10 @@ def trainer_chunk(trainer, iterator, loops, steps_per_loop, host_work=True):
   step = trainer.step
 
   def one_loop():
-    losses, accuracies = step.loop(iterator, steps_per_loop)
+    result = step.loop(iterator, steps_per_loop)
     if host_work:
-      float(losses.sum())
-      float(accuracies.sum())
+      float(result.losses.sum())
+      float(result.accuracies.sum())
 
   one_loop()
   start = time.perf_counter()

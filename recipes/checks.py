@@ -1,9 +1,17 @@
 """Checks `build` runs before a run writes anything: each failure is one ConfigError line
 that names the setting and the fix."""
 
+import collections.abc
+import dataclasses
+import math
 import numbers
 import os
+import re
 import tempfile
+import typing
+
+import numpy as np
+from tensorflow.python.framework import errors as tf_errors  # pylint: disable=g-direct-tensorflow-import
 
 from recipes.errors import ConfigError
 
@@ -29,6 +37,135 @@ def number(name, value, minimum, strict=False):
                       f"{minimum}")
 
 
+# What a callable setting usually holds, for the fix in its error line.
+CALLABLE_EXAMPLES = {
+    "Task.data": "@digits", "Task.model": "@zoo.build", "Task.pipeline": "@InputPipeline",
+    "Task.loss": "@cross_entropy", "Optimization.optimizer": "@tf_keras.optimizers.SGD",
+    "Optimization.learning_rate": "@warmup_cosine",
+}
+
+
+def _type_error(name, value, hint):
+  """A one-line message if `value` does not fit the annotation `hint`, else None."""
+  origin, args = typing.get_origin(hint), typing.get_args(hint)
+  if hint is typing.Any:
+    return None
+  if origin is typing.Union:
+    if value is None and type(None) in args:
+      return None
+    options = [a for a in args if a is not type(None)]
+    errors = [_type_error(name, value, a) for a in options]
+    if all(errors):
+      return errors[0] + (" or None" if type(None) in args else "")
+    return None
+  if hint is bool:
+    return None if isinstance(value, bool) else f"{name}={value!r} must be True or False"
+  if hint is int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+      return f"{name}={value!r} must be a whole number"
+    return None
+  if hint is float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+      return f"{name}={value!r} must be a number"
+    return None
+  if hint is str:
+    return None if isinstance(value, str) else f"{name}={value!r} must be a string"
+  if hint is collections.abc.Callable or origin is collections.abc.Callable:
+    if callable(value):
+      return None
+    example = CALLABLE_EXAMPLES.get(name, "@<configurable>")
+    return (f"{name}={value!r} must be a configurable reference, e.g. {example} (a Gin "
+            "@name, not a string)")
+  if origin is collections.abc.Sequence:
+    if isinstance(value, str) or not isinstance(value, collections.abc.Sequence):
+      return f"{name}={value!r} must be a list or tuple"
+    for i, item in enumerate(value):
+      error = _type_error(f"{name}[{i}]", item, args[0] if args else typing.Any)
+      if error:
+        return error
+    return None
+  if origin is collections.abc.Mapping:
+    if not isinstance(value, collections.abc.Mapping):
+      return f"{name}={value!r} must be a dict, e.g. {{'logits': 10.0}}"
+    return None
+  if isinstance(hint, type) and not isinstance(value, hint):
+    return f"{name}={value!r} must be a {hint.__name__}, e.g. @{hint.__name__}()"
+  return None
+
+
+def fields(config):
+  """Every field of a Task / Optimization / Runtime (a dataclass) against its type
+  annotation: wrong types (a string for a number, 'yes' for True) are one line."""
+  hints = typing.get_type_hints(type(config))
+  for field in dataclasses.fields(config):
+    name = f"{type(config).__name__}.{field.name}"
+    error = _type_error(name, getattr(config, field.name), hints[field.name])
+    if error:
+      raise ConfigError(f"{error}; fix its Gin binding")
+
+
+def _configurable_named_in(message):
+  """The innermost Gin configurable a wrapped exception message names, or None."""
+  found = re.findall(r"In call to configurable '([^']+)'", message)
+  return found[0] if found else None
+
+
+def construct(setting, make, *args, **kwargs):
+  """`make(*args, **kwargs)`, with ValueError / TypeError raised while building a
+  configured object (a bad value Gin passed, a wrong keyword) turned into one
+  ConfigError line naming the setting and the configurable."""
+  try:
+    return make(*args, **kwargs)
+  except ConfigError:
+    raise
+  except (ValueError, TypeError) as e:
+    text = str(e)
+    first = " ".join(next((l for l in text.splitlines() if l.strip()), repr(e)).split())
+    if "Required bindings" in text:  # Gin's own: the entry point words it
+      raise
+    inner = _configurable_named_in(text)
+    where = f"{setting} ({inner})" if inner and inner not in setting else setting
+    raise ConfigError(f"{where}: {first.rstrip('.')}; fix its Gin bindings") from None
+
+
+def learning_rates(schedule, total_steps, samples=257):
+  """Checks a learning-rate schedule (a number or a schedule of the step) at `samples`
+  steps spread over the run: finite everywhere, never negative, positive somewhere."""
+  steps = np.unique(np.linspace(0, max(total_steps - 1, 0), samples).round().astype(np.int64))
+  values = []
+  for step in steps:
+    try:
+      value = schedule(step) if callable(schedule) else schedule
+      values.append(float(value))
+    except (TypeError, ValueError, tf_errors.OpError):
+      value = schedule
+      raise ConfigError(f"the learning rate is {value!r}, not a number; check "
+                        "LEARNING_RATE / Optimization.learning_rate") from None
+  values = np.asarray(values)
+  for step, value in zip(steps, values):
+    if not math.isfinite(value):
+      raise ConfigError(f"the learning rate is {value:g} at step {step}; it must be a finite "
+                        "number > 0: check LEARNING_RATE / Optimization.learning_rate")
+    if value < 0:
+      raise ConfigError(f"the learning rate is {value:g} at step {step}; it must be > 0 (a "
+                        "negative rate climbs the loss): check LEARNING_RATE")
+  if not values.max() > 0:
+    raise ConfigError(f"the learning rate is {values.max():g} at every step; it must be > 0 "
+                      "somewhere: check LEARNING_RATE / Optimization.learning_rate")
+
+
+def optimizer_settings(opt):
+  """Hyper-parameters a tf_keras optimizer accepts without complaint but that make no
+  sense: negative weight decay, EMA momentum outside [0, 1]."""
+  decay = getattr(opt, "weight_decay", None)
+  if decay is not None and not (isinstance(decay, numbers.Real) and decay >= 0):
+    raise ConfigError(f"Optimization.optimizer weight_decay={decay!r} must be a number >= 0; "
+                      "check WEIGHT_DECAY")
+  ema = getattr(opt, "ema_momentum", None)
+  if getattr(opt, "use_ema", False) and not 0 <= ema < 1:
+    raise ConfigError(f"Optimization.optimizer ema_momentum={ema!r} must be in [0, 1)")
+
+
 def runtime(r):
   """Every Runtime setting."""
   whole("Runtime.seed", r.seed, 0)
@@ -38,6 +175,7 @@ def runtime(r):
   whole("Runtime.checkpoint_every_epochs", r.checkpoint_every_epochs, 1)
   whole("Runtime.eval_every_epochs", r.eval_every_epochs, 0)
   whole("Runtime.keep_checkpoints", r.keep_checkpoints, 1)
+  whole("Runtime.nonfinite_retries", r.nonfinite_retries, 0)
   whole("Runtime.early_stopping_patience", r.early_stopping_patience, 1, allow_none=True)
   if r.mixed_precision not in PRECISIONS:
     raise ConfigError(f"Runtime.mixed_precision={r.mixed_precision!r}; use None, "

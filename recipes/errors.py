@@ -1,5 +1,22 @@
-"""The error a user can fix: one line naming the problem and the fix."""
+"""The error a user can fix, and the exit statuses a run ends with."""
+
+EXIT_BAD_INPUT = 2  # a ConfigError: one line naming the problem and the fix
+EXIT_DIVERGED = 3  # a non-finite loss or gradient the retries did not get past
+# Preempted (SIGTERM): a checkpoint was saved; rerun the same command to resume.
+# 128 + SIGTERM, the status a scheduler sees from a process SIGTERM ended, and in the
+# range Kubeflow's ExitCode restart policy retries (128-255).
+EXIT_PREEMPTED = 143
 
 
 class ConfigError(ValueError):
-  """Bad input (flag, Gin binding, data, model_dir) detected before training."""
+  """Bad input (flag, Gin binding, data, model_dir) detected before training, or a
+  bad file found during it."""
+
+
+class Diverged(RuntimeError):
+  """Training met a non-finite loss, gradient or weight that the retries did not get
+  past (one line: the step and what went non-finite)."""
+
+
+class Preempted(RuntimeError):
+  """SIGTERM arrived; a checkpoint was saved (one line: where to resume)."""

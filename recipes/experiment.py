@@ -130,6 +130,9 @@ class Runtime:
       `Task.validation_per_class`.
     early_stopping_patience: stop after this many validations without a new best;
       None never stops early.
+    nonfinite_retries: after a step whose loss or gradient norm is NaN or Inf, roll
+      back to the last good checkpoint and retry on a fresh data order this many
+      times (Model Garden's recovery_max_trials), then stop with exit status 3.
     export_saved_model: write model_dir/export, a SavedModel serving encoded images.
     gpu_memory_growth: allocate GPU memory as needed (set before devices are used).
   """
@@ -145,6 +148,7 @@ class Runtime:
   keep_checkpoints: int = 3
   best_metric: Optional[str] = None
   early_stopping_patience: Optional[int] = None
+  nonfinite_retries: int = 2
   export_saved_model: bool = False
   gpu_memory_growth: bool = False
 

@@ -17,6 +17,8 @@ def cross_entropy(class_counts, label_smoothing=0.0):
 
   Labels are class ids, or soft targets [batch, classes] (MixUp / CutMix).
   """
+  if isinstance(label_smoothing, bool) or not 0 <= label_smoothing < 1:
+    raise ValueError(f"cross_entropy.label_smoothing={label_smoothing!r} must be in [0, 1)")
   sparse = tf_keras.losses.SparseCategoricalCrossentropy(
       from_logits=True, reduction=tf_keras.losses.Reduction.NONE)
   dense = tf_keras.losses.CategoricalCrossentropy(
@@ -38,5 +40,8 @@ def cross_entropy(class_counts, label_smoothing=0.0):
 @gin.configurable
 def logit_adjusted(class_counts, tau=1.0, label_smoothing=0.0):
   """Menon et al.'s logit-adjusted loss with priors from `class_counts`."""
+  if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau >= 0:
+    raise ValueError(f"logit_adjusted.tau={tau!r} must be a number >= 0 (0 is plain "
+                     "cross-entropy); check TAU")
   return logit_adjustment.LogitAdjustedLoss(class_counts, tau=tau,
                                             label_smoothing=label_smoothing)

@@ -7,6 +7,7 @@ one more. Each phase runs the recipe's schedule over its own steps, scaled.
 """
 
 import dataclasses
+import numbers
 import re
 from typing import List
 
@@ -38,15 +39,27 @@ def _check_trainable(trainable, index):
                       "'head' or a regex over layer names") from None
 
 
+def check(phases):
+  """Each phase on its own (before anything is built): its trainable set, rate scale and
+  length."""
+  for i, phase in enumerate(phases):
+    _check_trainable(phase.trainable, i)
+    scale = phase.lr_scale
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0:
+      raise ConfigError(f"Optimization.phases[{i}].lr_scale={scale!r} must be a number > 0")
+    if phase.epochs is not None and (isinstance(phase.epochs, bool) or not isinstance(
+        phase.epochs, int) or phase.epochs < 0):
+      raise ConfigError(f"Optimization.phases[{i}].epochs={phase.epochs!r} must be a whole "
+                        "number >= 0 or None (e.g. HEAD_EPOCHS = 2)")
+
+
 def place(phases, epochs, steps_per_epoch, total_steps) -> List[Span]:
   """The phases laid end to end over `epochs`; validates them. No phases: one span."""
   if not phases:
     return [Span(0, epochs, 0, total_steps, "all", 1.0)]
+  check(phases)
   spans, start = [], 0
   for i, phase in enumerate(phases):
-    _check_trainable(phase.trainable, i)
-    if not phase.lr_scale > 0:
-      raise ConfigError(f"Optimization.phases[{i}].lr_scale={phase.lr_scale} must be > 0")
     if phase.epochs is None:
       if i != len(phases) - 1:
         raise ConfigError(f"Optimization.phases[{i}] has epochs=None (the rest of the run); "
@@ -56,9 +69,6 @@ def place(phases, epochs, steps_per_epoch, total_steps) -> List[Span]:
                           "leaving it none; raise Runtime.epochs or shorten them "
                           "(e.g. HEAD_EPOCHS < EPOCHS)")
       end = epochs
-    elif not isinstance(phase.epochs, int) or phase.epochs < 0:
-      raise ConfigError(f"Optimization.phases[{i}].epochs={phase.epochs!r} must be a whole "
-                        "number >= 0 or None")
     else:
       end = start + phase.epochs
     if end > epochs or (i == len(phases) - 1 and end != epochs):

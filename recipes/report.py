@@ -1,6 +1,7 @@
 """What a run leaves for people: metrics.json and the per-class accuracy plot."""
 
 import json
+import math
 import os
 import tempfile
 
@@ -23,9 +24,21 @@ def atomic_write(path, write):
     raise
 
 
+def finite(data):
+  """`data` with every NaN or Inf float replaced by None (strict JSON has neither)."""
+  if isinstance(data, float):
+    return data if math.isfinite(data) else None
+  if isinstance(data, dict):
+    return {k: finite(v) for k, v in data.items()}
+  if isinstance(data, (list, tuple)):
+    return [finite(v) for v in data]
+  return data
+
+
 def write_json(path, data):
+  """Strict JSON (NaN and Inf written as null), written atomically."""
   atomic_write(path, lambda f: f.write(
-      (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()))
+      (json.dumps(finite(data), indent=2, sort_keys=True, allow_nan=False) + "\n").encode()))
 
 
 def write_text(path, text):

@@ -12,7 +12,9 @@ status 2; nothing is written to model_dir.
 """
 
 import os
+import re
 import sys
+import tokenize
 
 # C++ INFO lines (oneDNN notices, end-of-sequence rendezvous) drown the progress bar.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -28,7 +30,12 @@ from recipes import experiment
 from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
 from recipes import strategies
 from recipes import trainer
+from recipes.errors import EXIT_BAD_INPUT
+from recipes.errors import EXIT_DIVERGED
+from recipes.errors import EXIT_PREEMPTED
 from recipes.errors import ConfigError
+from recipes.errors import Diverged
+from recipes.errors import Preempted
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("gin_file", [], "Gin config files, later ones override earlier.")
@@ -59,8 +66,36 @@ def parse_config(gin_files, gin_bindings):
   files = [resolve_gin_file(f) for f in gin_files]
   try:
     gin.parse_config_files_and_bindings(files, gin_bindings, skip_unknown=False)
-  except (ValueError, KeyError, IOError, SyntaxError) as e:
+  except (SyntaxError, tokenize.TokenError) as e:
+    raise syntax_error(files, gin_bindings, e) from None
+  except (ValueError, KeyError, IOError) as e:
     raise gin_error(e) from None
+
+
+def syntax_error(files, bindings, error):
+  """A one-line ConfigError naming the Gin file or binding whose syntax is broken."""
+  def broken(text):
+    try:
+      list(gin.config_parser.ConfigParser(text, gin.config.ParserDelegate(skip_unknown=True)))
+    except (SyntaxError, tokenize.TokenError) as e:
+      return " ".join(str(e.args[0] if isinstance(e, tokenize.TokenError) else e).split())
+    return None
+
+  for binding in bindings:
+    problem = broken(binding)
+    if problem:
+      return ConfigError(f"bad Gin config: --gin_bindings={binding!r} is not valid Gin "
+                         f"({problem}); write NAME = value, strings in quotes, e.g. "
+                         "--gin_bindings=\"EPOCHS = 3\"")
+  for path in files:
+    with open(path) as f:
+      problem = broken(f.read())
+    if problem:
+      return ConfigError(f"bad Gin config: {path} is not valid Gin ({problem}); fix that "
+                         "file's syntax")
+  message = " ".join(str(error).split())
+  return ConfigError(f"bad Gin config: {message}; check the Gin syntax of the files and "
+                     "bindings")
 
 
 def gin_error(e):
@@ -69,10 +104,24 @@ def gin_error(e):
            if not line.strip().startswith("In call to configurable")]
   message = " ".join(" ".join(lines).split())
   if "REQUIRED" in message or "Required bindings" in message:
-    fix = "set it with --gin_bindings, e.g. --gin_bindings=\"DATA_DIR = '/data/tfds'\""
+    fix = "set it with --gin_bindings, e.g. " + required_example(message)
   else:
     fix = "check the name against the recipe's Gin files and the configurable's docstring"
   return ConfigError(f"bad Gin config: {message}; {fix}")
+
+
+def required_example(message):
+  """A --gin_bindings example for Gin's "required binding" message."""
+  macro = re.search(r"%?\b([A-Z][A-Z0-9_]+)\b", message)
+  if macro and macro.group(1) == "DATA_DIR":
+    return "--gin_bindings=\"DATA_DIR = '/data/tfds'\""
+  parameter = re.search(r"Required bindings for `([\w.]+)` not provided in config: \['(\w+)'",
+                        message)
+  if parameter:
+    return f"--gin_bindings=\"{parameter.group(1)}.{parameter.group(2)} = ...\""
+  if macro:
+    return f"--gin_bindings=\"{macro.group(1)} = ...\""
+  return "--gin_bindings=\"NAME = value\""
 
 
 @gin.configurable(denylist=["model_dir", "strategy"])
@@ -86,12 +135,30 @@ def default_model_dir(gin_files):
   return os.path.join("runs", name)
 
 
+def fail(message):
+  """Bad input: one line on stderr, exit status 2."""
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(EXIT_BAD_INPUT)
+
+
+def parse_flags(argv):
+  """absl's flag parsing, with a mistake (an unknown flag, a value outside an enum)
+  reported in one line with exit status 2 instead of absl's usage text."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    fail(f"{' '.join(str(e).split())}; see --helpshort for the flags")
+
+
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments {argv[1:]}; pass settings as "
-                         "--gin_bindings='name = value'")
+    fail(f"unexpected arguments {' '.join(argv[1:])!r}; every flag starts with --, and "
+         "settings are passed as --gin_bindings='NAME = value'")
   if not FLAGS["verbosity"].present:  # TF logs every checkpoint write at INFO
     logging.set_verbosity(logging.WARNING)
+  if not FLAGS.gin_file:
+    fail("no --gin_file given; run a recipe (./bazelw run //recipes:nfnet_long_tail) or "
+         "pass its Gin file, e.g. --gin_file=recipes/nfnet_long_tail.gin")
   try:
     parse_config(FLAGS.gin_file, FLAGS.gin_bindings)
     model_dir = os.path.join(_USER_DIR, FLAGS.model_dir or default_model_dir(FLAGS.gin_file))
@@ -106,13 +173,24 @@ def main(argv):
       raise gin_error(e) from None
   except ConfigError as e:
     # Gin appends "In call to configurable ..." lines; the first line says it all.
+    fail(str(e).splitlines()[0])
+  except Diverged as e:
     print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(EXIT_DIVERGED)
+  except Preempted as e:
+    print(f"stopped: {str(e).splitlines()[0]}", file=sys.stderr)
+    sys.exit(EXIT_PREEMPTED)
   headline = checks.METRICS + ("base_lr", "max_lr")
   summary = ", ".join(f"{k} {metrics[k]:.4g}" for k in headline
                       if metrics.get(k) is not None)
-  print(f"\n{summary}\nReport in {model_dir}: {', '.join(sorted(os.listdir(model_dir)))}")
+  written = sorted(n for n in os.listdir(model_dir) if not n.startswith("."))
+  print(f"\n{summary}\nReport in {model_dir}: {', '.join(written)}")
+
+
+def cli(argv=None):
+  """The command line: `python -m recipes.train [flags]` (argv: sys.argv)."""
+  app.run(main, argv=argv, flags_parser=parse_flags)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli()

@@ -9,6 +9,12 @@ so gradient transforms (AGC) see the unscaled, all-reduced gradient and the opti
 applies it without a second aggregation. `loop(iterator, n)` runs n steps inside one
 tf.function call, as Orbit's `steps_per_loop` and Keras's `steps_per_execution` do:
 the host talks to the device once per loop, not once per step.
+
+The non-finite guard runs on the device: each step's loss and global gradient norm
+are tested with `tf.math.is_finite`, and the loop stops at the first step where one
+is NaN or Inf, reporting that step to the host with the loop's results (no host sync
+per step). Under float16 loss scaling the gradient norm is not tested: an overflowing
+gradient there is the loss scaler's business (it skips the step and lowers the scale).
 """
 
 import dataclasses
@@ -19,6 +25,18 @@ import tensorflow as tf
 import tf_keras
 
 from tricks import layer_lr
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopResult:
+  """One loop's per-step losses and accuracies (the steps run), and the first step
+  whose loss or gradient norm was not finite (`bad_step` -1: none; that step's values in
+  `bad_loss`, `bad_grad_norm`; it is the last one in `losses`)."""
+  losses: np.ndarray
+  accuracies: np.ndarray
+  bad_step: int = -1
+  bad_loss: float = 0.0
+  bad_grad_norm: float = 0.0
 
 
 @dataclasses.dataclass
@@ -99,30 +117,42 @@ class TrainStep:
     self.accuracy_metric.update_state(labels, logits)
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
                                tf.cast(tf.reshape(labels, [-1]), tf.int32)), tf.float32)
+    scaling = isinstance(p.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    grad_norm = tf.zeros([]) if scaling else tf.cast(tf.linalg.global_norm(grads), tf.float32)
     return (tf.reduce_sum(per_example) / p.global_batch,
-            tf.reduce_sum(correct) / p.global_batch)
+            tf.reduce_sum(correct) / p.global_batch, grad_norm)
 
   def _step(self, batch):
-    """One global step; this batch's (mean loss, accuracy)."""
+    """One global step; this batch's (mean loss, accuracy, gradient norm)."""
     strategy = self.parts.strategy
-    loss, accuracy = strategy.run(self._replica_step, args=batch)
+    loss, accuracy, grad_norm = strategy.run(self._replica_step, args=batch)
     return (strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
-            strategy.reduce(tf.distribute.ReduceOp.SUM, accuracy, axis=None))
+            strategy.reduce(tf.distribute.ReduceOp.SUM, accuracy, axis=None),
+            # The same on every replica: the gradients were all-reduced.
+            strategy.reduce(tf.distribute.ReduceOp.MEAN, grad_norm, axis=None))
 
   def _loop_fn(self, iterator, steps):
-    losses = tf.TensorArray(tf.float32, size=steps)
-    accuracies = tf.TensorArray(tf.float32, size=steps)
+    losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    accuracies = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    bad = tf.constant(-1)
+    bad_values = tf.zeros([2])
     for i in tf.range(steps):
-      loss, accuracy = self._step(next(iterator))
-      losses = losses.write(i, tf.cast(loss, tf.float32))
+      loss, accuracy, grad_norm = self._step(next(iterator))
+      loss = tf.cast(loss, tf.float32)
+      losses = losses.write(i, loss)
       accuracies = accuracies.write(i, tf.cast(accuracy, tf.float32))
-    return losses.stack(), accuracies.stack()
+      if not (tf.math.is_finite(loss) and tf.math.is_finite(grad_norm)):
+        bad = i
+        bad_values = tf.stack([loss, grad_norm])
+        break
+    return losses.stack(), accuracies.stack(), bad, bad_values
 
   def loop(self, iterator, steps):
-    """Runs `steps` global steps from `iterator` in one call; per-step (losses,
-    accuracies) as numpy arrays."""
-    losses, accuracies = self._loop(iterator, tf.constant(steps, tf.int32))
-    return losses.numpy(), accuracies.numpy()
+    """Runs up to `steps` global steps from `iterator` in one call, stopping after a
+    step whose loss or gradient norm is not finite; a LoopResult."""
+    losses, accuracies, bad, bad_values = self._loop(iterator, tf.constant(steps, tf.int32))
+    bad_loss, bad_grad_norm = (float(v) for v in bad_values.numpy())
+    return LoopResult(losses.numpy(), accuracies.numpy(), int(bad), bad_loss, bad_grad_norm)
 
 
 class EvalStep:

@@ -14,8 +14,13 @@ every epoch's data is a function of (seed, epoch), so rerunning a command on the
 model_dir resumes and finishes exactly as an uninterrupted run would.
 """
 
+import contextlib
 import dataclasses
+import json
 import os
+import re
+import signal
+import sys
 import time
 from typing import Any, Dict, List, Optional
 
@@ -28,11 +33,15 @@ from recipes import checks
 from recipes import evaluation
 from recipes import experiment
 from recipes import phases as phases_lib
+from recipes import preemption
 from recipes import report
 from recipes import train_step
 from recipes.data import pipeline as pipeline_lib
 from recipes.data import source as source_lib
+from recipes import run_lock
 from recipes.errors import ConfigError
+from recipes.errors import Diverged
+from recipes.errors import Preempted
 from tricks import layer_lr
 from tricks import layer_rng
 from tricks import weight_ema
@@ -101,33 +110,49 @@ class Trainer:
             "the rate", flush=True)
     self.span = span
 
-  def train_epoch(self, epoch, on_step=None):
-    """Trains one epoch in loops of `steps_per_loop` steps; `on_step(step, loss,
-    accuracy)` sees every global batch."""
+  def train_epoch(self, epoch, start=0, seed=None, on_step=None, stop=None):
+    """Trains epoch `epoch` from its step `start` in loops of `steps_per_loop` steps,
+    on the data order of `seed` (default: the run's). Returns the epoch's steps done:
+    fewer than its length when `stop()` turned true between two loops. Raises
+    NonFinite after a step whose loss or gradient norm is not finite.
+    `on_step(step, loss, accuracy)` sees every global batch."""
     length = self.length
-    dataset = self.pipeline.train_dataset(self.data.source, self.data.train, epoch,
-                                          self.runtime.seed)
-    steps = min(length.steps_per_epoch, length.total_steps - epoch * length.steps_per_epoch)
+    seed = self.runtime.seed if seed is None else seed
+    dataset = self.pipeline.train_dataset(self.data.source, self.data.train, epoch, seed)
+    steps = self.steps_in(epoch)
     if steps < length.steps_per_epoch:  # a run measured in steps ends mid-epoch
       dataset = dataset.take(steps)
+    if start:  # resuming mid-epoch: the epoch's order is rebuilt, its first batches skipped
+      dataset = dataset.skip(start)
     iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
-    self.step.reset_metrics()
     bar = tf_keras.utils.Progbar(steps, stateful_metrics=["loss", "accuracy"],
                                  unit_name="step")
-    done, loss_sum, accuracy_sum = 0, 0.0, 0.0
+    done, loss_sum, accuracy_sum = start, 0.0, 0.0
     while done < steps:
+      if stop is not None and stop():
+        return done
       n = min(self.runtime.steps_per_loop, steps - done)
-      losses, accuracies = self.step.loop(iterator, n)
+      result = self.step.loop(iterator, n)
+      first = epoch * length.steps_per_epoch + done
+      if result.bad_step >= 0:
+        raise NonFinite(first + result.bad_step, epoch, loss=result.bad_loss,
+                        grad_norm=result.bad_grad_norm)
       if on_step is not None:
         for i in range(n):
-          on_step(epoch * length.steps_per_epoch + done + i, float(losses[i]),
-                  float(accuracies[i]))
+          on_step(first + i, float(result.losses[i]), float(result.accuracies[i]))
       done += n
       # The loop's own per-batch means (equal batches): the epoch's running means,
       # without reading the metrics back from the device every loop.
-      loss_sum += float(losses.sum())
-      accuracy_sum += float(accuracies.sum())
-      bar.update(done, values=[("loss", loss_sum / done), ("accuracy", accuracy_sum / done)])
+      loss_sum += float(result.losses.sum())
+      accuracy_sum += float(result.accuracies.sum())
+      bar.update(done, values=[("loss", loss_sum / (done - start)),
+                               ("accuracy", accuracy_sum / (done - start))])
+    return done
+
+  def steps_in(self, epoch):
+    """Global steps in epoch `epoch` (the last one of a run measured in steps is short)."""
+    length = self.length
+    return min(length.steps_per_epoch, length.total_steps - epoch * length.steps_per_epoch)
 
   # -- evaluation --------------------------------------------------------------
 
@@ -173,7 +198,7 @@ def set_up_runtime(runtime):
 def load_data(task, seed):
   """The source, its validation hold-out (balanced, drawn with `seed`, before the
   long-tail draw), the training draw and its class counts."""
-  source = task.data()
+  source = checks.construct("Task.data", task.data)
   pool = np.arange(len(source.train_labels))
   validation = np.zeros([0], np.int64)
   if task.validation_per_class:
@@ -227,7 +252,7 @@ def resolve_pipeline(base, overrides, model, card, full_frame=False):
 def build_model(task):
   """The model with its transforms, and its zoo card (None outside the zoo)."""
   try:
-    model = task.model()
+    model = checks.construct("Task.model", task.model)
   except MODEL_ERRORS as e:
     raise ConfigError(str(e)) from None
   card = registry.card_of(model)
@@ -268,8 +293,12 @@ def _head(model):
 def build_optimizer(optimization, runtime, model, length, learning_rate):
   """The optimizer (loss-scaled for float16) with its slots built, so a checkpoint
   restores into them, and the per-layer-group rates (or None)."""
-  schedule = phases_lib.schedule(length.spans, learning_rate, length.steps_per_epoch)
-  opt = optimization.optimizer(learning_rate=schedule)
+  schedule = checks.construct("Optimization.learning_rate", phases_lib.schedule,
+                              length.spans, learning_rate, length.steps_per_epoch)
+  checks.learning_rates(schedule, length.total_steps)
+  opt = checks.construct("Optimization.optimizer", optimization.optimizer,
+                         learning_rate=schedule)
+  checks.optimizer_settings(opt)
   if optimization.weight_decay_exclude:
     opt.exclude_from_weight_decay(var_names=list(optimization.weight_decay_exclude))
   if runtime.mixed_precision == "mixed_float16":
@@ -290,15 +319,15 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
 
 def build(model_dir, strategy, task, optimization, runtime):
   """Validates the run and constructs everything it uses; writes nothing."""
+  for part in (task, optimization, runtime):
+    checks.fields(part)
   set_up_runtime(runtime)
   checks.task(task, runtime)
   checks.optimization(optimization)
+  phases_lib.check(optimization.phases)
   data = load_data(task, runtime.seed)
   checks.best_metric_has_classes(runtime.best_metric, data.counts, task.shot_thresholds)
-  try:
-    base = task.pipeline()
-  except ValueError as e:
-    raise ConfigError(str(e)) from None
+  base = checks.construct("Task.pipeline", task.pipeline)
   checks.batch(base, len(data.train), strategy.num_replicas_in_sync)
   overrides, steps, learning_rate, notes, derived = plan_run(optimization, runtime, data,
                                                             base)
@@ -312,7 +341,7 @@ def build(model_dir, strategy, task, optimization, runtime):
     length = run_length(optimization, runtime, data, pipeline, steps, model)
     opt, rates, rate_notes = build_optimizer(optimization, runtime, model, length,
                                              learning_rate)
-    loss_fn = task.loss(class_counts=data.counts)
+    loss_fn = checks.construct("Task.loss", task.loss, class_counts=data.counts)
   for transform in optimization.gradient_transforms:
     if hasattr(transform, "build"):
       transform.build(model)
@@ -342,46 +371,125 @@ class Record:
   seconds: float
   best: Optional[Dict[str, Any]] = None
   stopped_early: bool = False
+  retries: int = 0  # rollbacks after a non-finite step, in this process
+
+
+class NonFinite(Exception):
+  """A step (or the weights about to be saved) went NaN or Inf."""
+
+  def __init__(self, step, epoch, loss=None, grad_norm=None, weight=None):
+    super().__init__(step)
+    self.step, self.epoch = step, epoch
+    if weight is not None:
+      self.what = f"weight {weight[0]!r} is {weight[1]}"
+    elif loss is not None and not np.isfinite(loss):
+      self.what = f"the loss is {loss}"
+    else:
+      self.what = f"the gradient norm is {grad_norm} (loss {loss:.4g})"
+
+
+def data_seed(seed, retries):
+  """The seed of the epochs' data order: the run's, or after `retries` rollbacks a
+  fresh one (so a retry does not meet the batches that diverged again)."""
+  return seed + 1_000_000_000 * retries
+
+
+CHECKPOINT = re.compile(r"^ckpt-(\d+)\.index$")
 
 
 class Bookkeeping:
-  """Checkpoints (latest, and best on validation), summaries, early stopping."""
+  """Checkpoints (latest, and best on validation), summaries, early stopping.
+
+  Checkpoints are numbered by global step and hold the model, the optimizer, the
+  epoch and step within it, the epoch's running metrics, the layers' random
+  generators and the rollback count, so a run resumes exactly, even mid-epoch.
+  A checkpoint is written only after every weight is checked finite.
+  """
 
   def __init__(self, trainer):
     self.t = trainer
     rt = trainer.runtime
     with trainer.strategy.scope():
       self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+      self.step_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                       name="step_in_epoch")
+      self.retries = tf.Variable(0, dtype=tf.int64, trainable=False, name="retries")
       self.best_value = tf.Variable(-1.0, dtype=tf.float64, trainable=False, name="best")
       self.best_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="best_epoch")
       self.stopped = tf.Variable(False, trainable=False, name="stopped_early")
     self.checkpoint = tf.train.Checkpoint(
         model=trainer.model, optimizer=trainer.optimizer, epoch=self.epoch,
+        step_in_epoch=self.step_in_epoch, retries=self.retries,
         best_value=self.best_value, best_epoch=self.best_epoch, stopped=self.stopped,
+        loss_metric=trainer.step.loss_metric, accuracy_metric=trainer.step.accuracy_metric,
         layer_rngs=layer_rng.layer_random_generators(trainer.model))
-    self.manager = tf.train.CheckpointManager(
-        self.checkpoint, os.path.join(trainer.model_dir, "checkpoints"),
-        max_to_keep=rt.keep_checkpoints)
-    self.best = tf.train.CheckpointManager(  # the validated (averaged) weights
-        tf.train.Checkpoint(model=trainer.model),
-        os.path.join(trainer.model_dir, "best"), max_to_keep=1)
+    self.directory = os.path.join(trainer.model_dir, "checkpoints")
+    best_directory = os.path.join(trainer.model_dir, "best")
+    for directory in (self.directory, best_directory):
+      remove_temporary(directory)
+    self.manager = checkpoint_manager(self.checkpoint, self.directory, rt.keep_checkpoints)
+    self.best = checkpoint_manager(  # the validated (averaged) weights
+        tf.train.Checkpoint(model=trainer.model), best_directory, 1)
     self.train_writer = tf.summary.create_file_writer(
         os.path.join(trainer.model_dir, "train"))
     self.eval_writer = tf.summary.create_file_writer(os.path.join(trainer.model_dir, "eval"))
+    self.restored = None  # the checkpoint the run stands on
+
+  def candidates(self):
+    """The checkpoints on disk, newest first (the directory, not the state file, is
+    the truth: a kill between a checkpoint's write and the state file's update leaves
+    the state file behind)."""
+    if not tf.io.gfile.isdir(self.directory):
+      return []
+    numbered = [(int(m.group(1)), m.group(0)[:-len(".index")])
+                for m in map(CHECKPOINT.match, tf.io.gfile.listdir(self.directory)) if m]
+    return [os.path.join(self.directory, name) for _, name in sorted(numbered, reverse=True)]
 
   def restore(self):
-    latest = self.manager.latest_checkpoint
-    if latest:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
-      print(f"Resumed from {latest} at epoch {int(self.epoch.numpy())} of "
-            f"{self.t.length.epochs}", flush=True)
-    return int(self.epoch.numpy())
+    """Restores the newest checkpoint that reads back whole; a damaged one (truncated,
+    emptied, a shard missing) is reported in one warning line, moved to
+    checkpoints/damaged/, and the one before it is tried. Returns (epoch, step in
+    epoch) to start from; (0, 0) with no checkpoint."""
+    for path in self.candidates():
+      try:
+        self.checkpoint.read(path).assert_existing_objects_matched()
+      except Exception as e:  # pylint: disable=broad-except  (any way a read fails)
+        reason = " ".join(str(e).split())[:160]
+        print(f"warning: checkpoint {path} is damaged ({type(e).__name__}: {reason}); "
+              "moved to checkpoints/damaged/, trying the one before it", file=sys.stderr,
+              flush=True)
+        quarantine(path)
+        continue
+      self.restored = path
+      epoch, step = int(self.epoch.numpy()), int(self.step_in_epoch.numpy())
+      print(f"Resumed from {path} at epoch {epoch} of {self.t.length.epochs}"
+            + (f", step {step} of {self.t.length.steps_per_epoch}" if step else ""),
+            flush=True)
+      return epoch, step
+    if tf.io.gfile.glob(os.path.join(self.directory, "damaged", "*.index")):
+      raise ConfigError(f"every checkpoint in {self.directory} is damaged (moved to its "
+                        "damaged/ folder); to start afresh choose a new --model_dir")
+    return 0, 0
+
+  def save(self, epoch, step_in_epoch=0):
+    """Checks every weight finite, then writes a checkpoint at (`epoch` epochs done,
+    `step_in_epoch` steps into the next); returns its path."""
+    step = epoch * self.t.length.steps_per_epoch + step_in_epoch
+    bad = first_non_finite(self.t.model.weights + list(self.t.optimizer.variables))
+    if bad is not None:
+      raise NonFinite(step, epoch, weight=bad)
+    self.epoch.assign(epoch)
+    self.step_in_epoch.assign(step_in_epoch)
+    path = self.manager.save(checkpoint_number=step)
+    self.restored = path
+    return path
 
   def end_epoch(self, epoch):
     """Summaries, checkpoint, evaluations after `epoch` (0-based); True to stop early."""
     t, rt = self.t, self.t.runtime
     done = epoch + 1
     self.epoch.assign(done)
+    self.step_in_epoch.assign(0)
     with self.train_writer.as_default(step=done):
       tf.summary.scalar("loss", t.step.loss_metric.result())
       tf.summary.scalar("accuracy", t.step.accuracy_metric.result())
@@ -393,7 +501,7 @@ class Bookkeeping:
       stop = self.validate(done)
       self.stopped.assign(stop)
     if done % rt.checkpoint_every_epochs == 0 or last or stop:
-      self.manager.save(checkpoint_number=done)
+      self.save(done)
     if evaluating and not last:
       write_eval_summaries(self.eval_writer, t.evaluate(), done)
     return stop
@@ -406,6 +514,9 @@ class Bookkeeping:
       value = t.score("validation")[rt.best_metric]
       better = value > float(self.best_value.numpy())
       if better:
+        bad = first_non_finite(t.model.weights)
+        if bad is not None:
+          raise NonFinite(done * t.length.steps_per_epoch, done - 1, weight=bad)
         self.best.save(checkpoint_number=done)
     with self.eval_writer.as_default(step=done):
       tf.summary.scalar(f"validation_{rt.best_metric}", value)
@@ -423,29 +534,139 @@ class Bookkeeping:
     return False
 
 
+def checkpoint_manager(checkpoint, directory, max_to_keep):
+  """A CheckpointManager; a state file that does not parse is set aside (the
+  checkpoints themselves are found by listing the directory)."""
+  try:
+    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
+  except (tf.errors.OpError, ValueError) as e:
+    state = os.path.join(directory, "checkpoint")
+    print(f"warning: {state} does not parse ({type(e).__name__}); set aside as "
+          "checkpoint.damaged", file=sys.stderr, flush=True)
+    tf.io.gfile.rename(state, state + ".damaged", overwrite=True)
+    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
+
+
+def remove_temporary(directory):
+  """Removes what a kill during a checkpoint write leaves: `<prefix>_temp*/` folders
+  of shards that were never merged into a checkpoint."""
+  if not tf.io.gfile.isdir(directory):
+    return
+  for name in tf.io.gfile.listdir(directory):
+    name = name.rstrip("/")
+    path = os.path.join(directory, name)
+    if "_temp" in name and tf.io.gfile.isdir(path):
+      print(f"Removed {path}, left by a checkpoint write that did not finish", flush=True)
+      tf.io.gfile.rmtree(path)
+
+
+def quarantine(prefix):
+  """Moves the files of checkpoint `prefix` into a `damaged/` folder beside it."""
+  directory, name = os.path.split(prefix)
+  damaged = os.path.join(directory, "damaged")
+  tf.io.gfile.makedirs(damaged)
+  for path in tf.io.gfile.glob(prefix + ".*"):
+    tf.io.gfile.rename(path, os.path.join(damaged, os.path.basename(path)), overwrite=True)
+
+
+def first_non_finite(variables):
+  """(name, 'nan' or 'inf') of the first floating-point variable holding a non-finite
+  value, or None."""
+  floats = [v for v in variables if v.dtype.is_floating]
+  if not floats:
+    return None
+  flags = all_finite(floats).numpy()
+  for variable, finite in zip(floats, flags):
+    if not finite:
+      values = variable.numpy()
+      return variable.name, "nan" if np.isnan(values).any() else "inf"
+  return None
+
+
+@tf.function
+def all_finite(variables):
+  return tf.stack([tf.reduce_all(tf.math.is_finite(tf.cast(v, tf.float32)))
+                   for v in variables])
+
+
 def fit(trainer, on_step=None):
-  """Trains from the latest checkpoint to the run's end (or an early stop)."""
+  """Trains from the latest good checkpoint to the run's end (or an early stop).
+
+  A non-finite step rolls back to the last good checkpoint and retries on a fresh
+  data order, up to `Runtime.nonfinite_retries` times, then raises Diverged. SIGTERM
+  saves a checkpoint where the run is and raises Preempted."""
   books = Bookkeeping(trainer)
   trainer.books = books
-  first = books.restore()
-  start = time.time()
-  loss = None
-  stopped = bool(books.stopped.numpy())
-  for epoch in range(first, first if stopped else trainer.length.epochs):
-    print(f"Epoch {epoch + 1}/{trainer.length.epochs}", flush=True)
-    trainer.enter(epoch)
-    trainer.train_epoch(epoch, on_step)
-    loss = float(trainer.step.loss_metric.result())
-    if books.end_epoch(epoch):
-      stopped = True
-      break
+  epoch, start = books.restore()
+  if books.restored is None:
+    books.save(0)  # the point a divergence in the first epochs rolls back to
+  began = time.time()
+  retried = 0
+  with preemption.Notice() as notice:
+    while True:
+      try:
+        first = epoch
+        loss, stopped = _train(trainer, books, epoch, start, on_step, notice)
+        break
+      except NonFinite as bad:
+        last_good = books.restored
+        if retried >= trainer.runtime.nonfinite_retries:
+          tried = (f"after {retried} {'retry' if retried == 1 else 'retries'} on fresh data "
+                   "orders" if retried else "no retries: Runtime.nonfinite_retries = 0")
+          raise Diverged(
+              f"training diverged at step {bad.step} (epoch {bad.epoch + 1}): {bad.what}; "
+              f"the last good checkpoint is {last_good} ({tried}); lower LEARNING_RATE "
+              "(or raise AGC clipping / Runtime.nonfinite_retries) and rerun") from None
+        retried += 1
+        before = int(books.retries.numpy())
+        epoch, start = books.restore()
+        books.retries.assign(max(before, int(books.retries.numpy())) + 1)
+        print(f"Step {bad.step}: {bad.what}; rolled back to {books.restored} (epoch "
+              f"{epoch}, step {start}); retry {retried} of "
+              f"{trainer.runtime.nonfinite_retries} on a fresh data order", flush=True)
+  if loss is None and int(books.epoch.numpy()):  # restored at the end: its last epoch's
+    loss = float(trainer.step.loss_metric.result())  # running loss is in the checkpoint
   trainer.enter(trainer.length.epochs)
   best = None
   if trainer.runtime.best_metric and books.best.latest_checkpoint:
     best = {"epoch": int(books.best_epoch.numpy()),
             f"validation_{trainer.runtime.best_metric}": float(books.best_value.numpy()),
             "checkpoint": books.best.latest_checkpoint}
-  return Record(first, int(books.epoch.numpy()), loss, time.time() - start, best, stopped)
+  return Record(first, int(books.epoch.numpy()), loss, time.time() - began, best, stopped,
+                retries=retried)
+
+
+def _train(trainer, books, first, start, on_step, notice):
+  """Epochs `first` (from its step `start`) to the end; (last epoch's loss, stopped
+  early)."""
+  length = trainer.length
+  loss = None
+  stopped = bool(books.stopped.numpy())
+  for epoch in range(first, first if stopped else length.epochs):
+    if notice.requested:
+      _preempted(books, epoch, start, notice)
+    print(f"Epoch {epoch + 1}/{length.epochs}", flush=True)
+    trainer.enter(epoch)
+    if not start:
+      trainer.step.reset_metrics()
+    seed = data_seed(trainer.runtime.seed, int(books.retries.numpy()))
+    done = trainer.train_epoch(epoch, start, seed, on_step, stop=lambda: notice.requested)
+    if done < trainer.steps_in(epoch):
+      _preempted(books, epoch, done, notice)
+    start = 0
+    loss = float(trainer.step.loss_metric.result())
+    if books.end_epoch(epoch):
+      stopped = True
+      break
+  return loss, stopped
+
+
+def _preempted(books, epoch, step_in_epoch, notice):
+  path = books.save(epoch, step_in_epoch)
+  name = "SIGTERM" if notice.signal is None else signal.Signals(notice.signal).name
+  raise Preempted(f"preempted ({name}) at epoch {epoch + 1}, step {step_in_epoch} of "
+                  f"{books.t.length.steps_per_epoch}: saved {path}; rerun the same command "
+                  "to resume from it")
 
 
 def write_eval_summaries(writer, metrics, step):
@@ -507,8 +728,7 @@ def finish(trainer, record):
           data.validation)), global_batch_size=trainer.pipeline.batch_size,
       num_replicas=trainer.strategy.num_replicas_in_sync,
       train_seconds_this_run=round(record.seconds, 1), stopped_early=record.stopped_early,
-      final_train_loss=record.final_train_loss if record.first_epoch < record.last_epoch
-      else None, best_on_validation=best_on_validation(trainer, record),
+      final_train_loss=record.final_train_loss, best_on_validation=best_on_validation(trainer, record),
       derived={k: list(v) if isinstance(v, tuple) else v for k, v in trainer.derived.items()})
   metrics["reported"] = ("top-level metrics: the test split, final weights (averaged when "
                          "the optimizer keeps an EMA); best_on_validation: the best "
@@ -518,10 +738,12 @@ def finish(trainer, record):
     metrics["final_validation"] = {k: final[k] for k in checks.METRICS}
   if trainer.optimization.hyperrule is not None:
     metrics["hyperrule"] = trainer.notes[0]
+  metrics["nonfinite_rollbacks"] = record.retries
+  skipped = list(getattr(data.source, "skipped_files", ()))
+  metrics["skipped_files"] = {"count": len(skipped), "paths": skipped}
   if not is_chief(trainer.strategy):
     return metrics
   write_eval_summaries(trainer.books.eval_writer, metrics, trainer.length.epochs)
-  report.write_json(os.path.join(trainer.model_dir, "metrics.json"), metrics)
   report.plot_per_class_accuracy(
       os.path.join(trainer.model_dir, "per_class_accuracy.png"), metrics,
       title=f"{trainer.task.name or data.source.name}: per-class accuracy vs. training count")
@@ -530,6 +752,8 @@ def finish(trainer, record):
                  trainer.pipeline)
   report.write_text(os.path.join(trainer.model_dir, "operative_config.gin"),
                     operative_config(trainer))
+  # Last: its presence marks a finished run (a rerun leaves it as it is).
+  report.write_json(os.path.join(trainer.model_dir, "metrics.json"), metrics)
   return metrics
 
 
@@ -560,18 +784,65 @@ def train_and_evaluate(model_dir, strategy, task=None, optimization=None, runtim
   `Optimization()` and `Runtime()`. `on_step(step, loss, accuracy)` sees every
   global batch (the LR range test records them).
   """
-  trainer = build(model_dir, strategy, task or experiment.Task(),
-                  optimization or experiment.Optimization(),
-                  runtime or experiment.Runtime())
-  if is_chief(strategy):
-    os.makedirs(model_dir, exist_ok=True)
-    report.write_text(os.path.join(model_dir, "config.gin"), trainer.config_text)
-  data = trainer.data
-  print(f"{data.source.name}: {len(data.train)} training examples (per class "
-        f"{data.counts.tolist()}), {len(data.validation)} validation, "
-        f"{len(data.source.test_labels)} test; {trainer.length.steps_per_epoch} steps of "
-        f"{trainer.pipeline.batch_size} an epoch on {strategy.num_replicas_in_sync} "
-        f"replica(s); writing to {model_dir}", flush=True)
-  for note in trainer.notes:
-    print(note, flush=True)
-  return finish(trainer, fit(trainer, on_step))
+  trainer = build(model_dir, strategy,
+                  task or checks.construct("Task", experiment.Task),
+                  optimization or checks.construct("Optimization", experiment.Optimization),
+                  runtime or checks.construct("Runtime", experiment.Runtime))
+  chief = is_chief(strategy)
+  # One run per model_dir: a second one stops here, before writing anything.
+  lock = run_lock.acquire(model_dir) if chief else contextlib.nullcontext()
+  with lock:
+    finished = finished_report(model_dir)
+    if finished is not None:
+      print(f"{model_dir} holds a finished run: its report (metrics.json) is left as it "
+            "was; choose a new --model_dir to train again", flush=True)
+      return finished
+    if chief:
+      report.write_text(os.path.join(model_dir, "config.gin"), trainer.config_text)
+    data = trainer.data
+    print(f"{data.source.name}: {len(data.train)} training examples (per class "
+          f"{data.counts.tolist()}), {len(data.validation)} validation, "
+          f"{len(data.source.test_labels)} test; {trainer.length.steps_per_epoch} steps of "
+          f"{trainer.pipeline.batch_size} an epoch on {strategy.num_replicas_in_sync} "
+          f"replica(s); writing to {model_dir}", flush=True)
+    for note in trainer.notes:
+      print(note, flush=True)
+    with data_errors(trainer):
+      return finish(trainer, fit(trainer, on_step))
+
+
+def finished_report(model_dir):
+  """The metrics of the finished run in `model_dir` (finish writes metrics.json last),
+  or None."""
+  path = os.path.join(model_dir, "metrics.json")
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None  # damaged: finish writes it again
+
+
+@contextlib.contextmanager
+def data_errors(trainer):
+  """A file that fails to decode mid-run (it passed the scan's header check) becomes
+  one ConfigError line naming it; the checkpoints stay as they were."""
+  try:
+    yield
+  except (tf.errors.InvalidArgumentError, tf.errors.DataLossError,
+          tf.errors.UnimplementedError) as e:
+    find = getattr(trainer.data.source, "find_bad_files", None)
+    if find is None:
+      raise
+    print(f"{type(e).__name__} while reading the data; decoding the data set's files "
+          "to name the one that failed ...", flush=True)
+    bad = find("train", trainer.data.train) + find("test", None)
+    if not bad:
+      raise
+    raise ConfigError(
+        f"{bad[0]} does not decode as an image (tf.io.decode_image fails on it)"
+        + (f", and {len(bad) - 1} more files" if len(bad) > 1 else "")
+        + "; remove or replace it, or bind image_folder.on_bad_file = 'skip'; the "
+        "checkpoints are intact, rerun to resume") from None
+

@@ -205,8 +205,16 @@ def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, **overrides):
   entry's card (`card_of`).
   """
   entry = _entry(name)
+  if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+    raise ValueError(f"zoo.build num_classes={num_classes!r} must be a whole number >= 1")
   if input_shape is None:
     input_shape = (entry.card.train_size, entry.card.train_size, 3)
+  sizes = list(input_shape)
+  if len(sizes) != 3 or sizes[2] != 3 or any(
+      s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1)
+      for s in sizes[:2]):
+    raise ValueError(f"zoo.build input_shape={tuple(input_shape)!r} must be (height, width, "
+                     "3) with sides >= 1 (or None); check IMAGE_SIZE")
   model = entry.builder(num_classes=num_classes, input_shape=tuple(input_shape),
                         **overrides)
   return attach_card(model, entry.card)

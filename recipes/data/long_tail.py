@@ -34,8 +34,13 @@ class LongTail:
   """
 
   def __init__(self, rho=100.0, n_max=None, seed=0):
-    if rho < 1:
-      raise ConfigError(f"LongTail.rho must be >= 1, got {rho}")
+    if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not rho >= 1:
+      raise ConfigError(f"LongTail.rho must be a number >= 1, got {rho!r}; check RHO")
+    if n_max is not None and (isinstance(n_max, bool) or not isinstance(n_max, int)
+                              or n_max < 1):
+      raise ConfigError(f"LongTail.n_max={n_max!r} must be a whole number >= 1 or None")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+      raise ConfigError(f"LongTail.seed={seed!r} must be a whole number >= 0; check SEED")
     self.rho = float(rho)
     self.n_max = n_max
     self.seed = seed

@@ -171,7 +171,15 @@ class InputPipeline:
     if self.randaugment and len(tuple(self.randaugment)) != 2:
       raise ValueError(f"InputPipeline.randaugment={self.randaugment!r}; use (num_layers, "
                        "magnitude), or () for none")
-    for name in ("shuffle_buffer", "cache_limit_mb"):
+    if isinstance(self.random_crop_padding, bool) or not isinstance(
+        self.random_crop_padding, int) or self.random_crop_padding < 0:
+      raise ValueError(f"InputPipeline.random_crop_padding={self.random_crop_padding!r} must "
+                       "be a whole number >= 0")
+    for name in ("mix_prob", "mix_switch_prob", "mix_label_smoothing"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"InputPipeline.{name}={value!r} must be a number in [0, 1]")
+    for name in ("shuffle_buffer", "cache_limit_mb", "echo_shuffle_buffer"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"InputPipeline.{name}={value!r} must be a whole number >= 1")

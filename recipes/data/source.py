@@ -1,7 +1,7 @@
 """What every data source gives the trainer: labels up front, examples on demand."""
 
 import dataclasses
-from typing import Callable, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -10,6 +10,8 @@ from recipes.errors import ConfigError
 
 # (split, indices or None for all) -> tf.data.Dataset of (uint8 image HWC, int32 label).
 MakeDataset = Callable[[str, Optional[np.ndarray]], tf.data.Dataset]
+# (split, indices or None for all) -> the paths among those examples that fail to decode.
+FindBadFiles = Callable[[str, Optional[np.ndarray]], List[str]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +23,9 @@ class Source:
   just those examples, in index order, decoded to uint8 with 3 channels.
   `full_frame`: the images are tightly framed (8x8 digits), so evaluation keeps the
   whole image instead of a model card's centre crop.
+  `skipped_files`: paths left out because they do not decode (recorded in the report).
+  `find_bad_files(split, indices)`: for sources read from files, the paths among those
+  examples that fail to decode, so a decode error mid-run can name its file.
   """
   name: str
   class_names: Sequence[str]
@@ -28,6 +33,8 @@ class Source:
   test_labels: np.ndarray
   make_dataset: MakeDataset
   full_frame: bool = False
+  skipped_files: Sequence[str] = ()
+  find_bad_files: Optional[FindBadFiles] = None
 
   @property
   def num_classes(self):
@@ -48,6 +55,9 @@ def select(dataset, indices, size):
 def balanced_holdout(labels, per_class, seed, setting="test_per_class"):
   """Indices (train, held out): `per_class` random examples of each class held out;
   `setting` names the binding to lower when a class is too small."""
+  if isinstance(per_class, bool) or not isinstance(per_class, (int, np.integer)) or (
+      per_class < 1):
+    raise ConfigError(f"{setting}={per_class!r} must be a whole number >= 1")
   rng = np.random.default_rng(seed)
   test = []
   for c in np.unique(labels):

@@ -124,10 +124,11 @@ class BitHyperRuleTest(tf.test.TestCase, parameterized.TestCase):
     used = {}
     original = trainer.Trainer.train_epoch
 
-    def train_epoch(self, epoch, on_step=None):
-      original(self, epoch, on_step)
+    def train_epoch(self, epoch, *args, **kwargs):
+      done = original(self, epoch, *args, **kwargs)
       used.update(image_size=self.pipeline.image_size, train_resize=self.pipeline.train_resize,
                   rate=float(self.optimizer.learning_rate))
+      return done
 
     model_dir = os.path.join(self.get_temp_dir(), "run")
     with tf.compat.v1.test.mock.patch.object(trainer.Trainer, "train_epoch", train_epoch):

@@ -52,7 +52,9 @@ class TrainStepTest(tf.test.TestCase):
 
   def test_a_loop_of_three_steps_is_three_sgd_steps(self):
     step, model, iterator = self.make(lr=0.1, l2=0.01)
-    losses, accuracies = step.loop(iterator, 3)
+    result = step.loop(iterator, 3)
+    losses, accuracies = result.losses, result.accuracies
+    self.assertEqual(result.bad_step, -1)
     w, b, want_losses = self.by_hand(0.1, 0.01, 3)
     layer = model.get_layer("logits")
     self.assertAllClose(layer.kernel, w, atol=1e-6)
@@ -71,9 +73,28 @@ class TrainStepTest(tf.test.TestCase):
     for a, b in zip(one, model.weights):
       self.assertAllEqual(a, b)
 
+  def test_a_non_finite_loss_stops_the_loop_at_its_step(self):
+    self.x[5, 1] = np.nan  # the second batch (examples 4-7)
+    step, _, iterator = self.make()
+    result = step.loop(iterator, 3)
+    self.assertEqual(result.bad_step, 1)
+    self.assertLen(result.losses, 2)  # the third step never ran
+    self.assertTrue(np.isnan(result.bad_loss))
+    self.assertTrue(np.isfinite(result.losses[0]))
+
+  def test_a_non_finite_gradient_with_a_finite_loss_is_caught(self):
+    # sqrt(sum(logits^2)) at the zero-initialised model: loss 0, gradient 0 / 0 = NaN.
+    step, _, iterator = self.make()
+    step.parts.loss_fn = lambda labels, logits: tf.sqrt(tf.reduce_sum(tf.square(logits), -1))
+    step.retrace()
+    result = step.loop(iterator, 2)
+    self.assertEqual(result.bad_step, 0)
+    self.assertEqual(result.bad_loss, 0.0)
+    self.assertTrue(np.isnan(result.bad_grad_norm))
+
   def test_metrics_accumulate_over_the_loop(self):
     step, _, iterator = self.make()
-    losses, _ = step.loop(iterator, 3)
+    losses = step.loop(iterator, 3).losses
     self.assertAllClose(step.loss_metric.result(), np.mean(losses), atol=1e-6)
     step.reset_metrics()
     self.assertEqual(float(step.loss_metric.result()), 0.0)

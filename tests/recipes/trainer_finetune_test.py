@@ -63,11 +63,12 @@ class TrainerFinetuneTest(tf.test.TestCase):
     seen = []  # (epoch, weights after it, learning rate of its last step)
     original = trainer.Trainer.train_epoch
 
-    def train_epoch(self, epoch, on_step=None):
-      original(self, epoch, on_step)
+    def train_epoch(self, epoch, *args, **kwargs):
+      done = original(self, epoch, *args, **kwargs)
       seen.append((epoch, weights(self.model),
                    float(self.optimizer.learning_rate),
                    len(self.model.trainable_variables)))
+      return done
 
     with mock.patch.object(trainer.Trainer, "train_epoch", train_epoch):
       run(os.path.join(self.get_temp_dir(), "run"), recorder, phases=experiment.head_then_all(1, 0.1))
@@ -92,10 +93,10 @@ class TrainerFinetuneTest(tf.test.TestCase):
     straight = run(os.path.join(tmp, "straight"), Recorder(), **kwargs)
     original = trainer.Trainer.train_epoch
 
-    def preempted(self, epoch, on_step=None):
+    def preempted(self, epoch, *args, **kwargs):
       if epoch == 1:
         raise KeyboardInterrupt("preempted")
-      return original(self, epoch, on_step)
+      return original(self, epoch, *args, **kwargs)
 
     resumed_dir = os.path.join(tmp, "resumed")
     with mock.patch.object(trainer.Trainer, "train_epoch", preempted):

@@ -83,10 +83,10 @@ class TrainerTest(tf.test.TestCase):
     resumed_dir = os.path.join(tmp, "resumed")
     original = trainer.Trainer.train_epoch
 
-    def preempted(self, epoch, on_step=None):
+    def preempted(self, epoch, *args, **kwargs):
       if epoch == 2:
         raise KeyboardInterrupt("preempted")
-      return original(self, epoch, on_step)
+      return original(self, epoch, *args, **kwargs)
 
     with mock.patch.object(trainer.Trainer, "train_epoch", preempted):
       with self.assertRaises(KeyboardInterrupt):
@@ -246,14 +246,17 @@ class TrainerTest(tf.test.TestCase):
                 best_metric="balanced_accuracy", early_stopping_patience=2,
                 eval_every_epochs=1)
     self.assertEqual(again["best_on_validation"]["test"], best["test"])
-    self.assertIsNone(again["final_train_loss"])  # finished (or stopped): nothing trains
+    # A finished run started again returns its report as it was.
+    self.assertEqual(again["final_train_loss"], metrics["final_train_loss"])
+    self.assertIsNotNone(again["final_train_loss"])
 
   def test_early_stopping_stops(self):
     model_dir = os.path.join(self.get_temp_dir(), "stop")
     metrics = run(model_dir, epochs=5, validation_per_class=5,
                   best_metric="balanced_accuracy", early_stopping_patience=1,
-                  eval_every_epochs=1, learning_rate=lambda total_steps, steps_per_epoch: 0.0)
-    # A zero rate never improves on the first validation: stop one evaluation later.
+                  eval_every_epochs=1, learning_rate=lambda total_steps, steps_per_epoch: 1e-12)
+    # A (next to) zero rate never improves on the first validation: stop one evaluation
+    # later. (A rate of exactly 0 is refused as bad input.)
     self.assertTrue(metrics["stopped_early"])
     self.assertEqual(metrics["epochs_trained"], 2)
     self.assertEqual(metrics["best_on_validation"]["epoch"], 1)

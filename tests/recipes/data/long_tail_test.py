@@ -50,7 +50,7 @@ class LongTailTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(counts[-1], 1)
 
   def test_errors(self):
-    with self.assertRaisesRegex(ConfigError, "rho must be >= 1"):
+    with self.assertRaisesRegex(ConfigError, "rho must be a number >= 1"):
       long_tail.LongTail(rho=0.5)
     with self.assertRaisesRegex(ConfigError, r"classes \[1\] have no training examples"):
       long_tail.LongTail().counts([10, 0])

@@ -1,0 +1,226 @@
+"""Every bad input a user can give the recipe command line, as a table: each ends with
+exit status 2, one line on stderr that names the problem (the pattern) and the fix,
+no traceback, and the model_dir as it was (absent, or unchanged).
+
+Each case runs `recipes.train`'s command line in a real (forked) process: see cli.py.
+"""
+
+import os
+import socket
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+from PIL import Image
+
+from tests.recipes import cli
+
+TINY = cli.TINY
+FULL = "--gin_file=recipes/nfnet_long_tail_full.gin"
+FINETUNE = "--gin_file=recipes/resnet50_finetune.gin"
+
+
+def bind(*bindings):
+  return [f"--gin_bindings={b}" for b in bindings]
+
+
+# (name, arguments, pattern the error line must match). Arguments may hold {tmp}
+# (a fresh directory) and {folder} (an image tree made by the case's `files`).
+CASES = [
+    # Flags.
+    ("misspelled_flag", [TINY, "--epochz=3"], "Unknown command line flag 'epochz'.*--helpshort"),
+    ("bogus_strategy", [TINY, "--strategy=bogus"], "strategy.*one of.*--helpshort"),
+    ("stray_positional", [TINY, "EPOCHS=3"], "unexpected arguments 'EPOCHS=3'.*--gin_bindings"),
+    ("missing_gin_file", ["--gin_file=recipes/nope.gin"], "gin file 'recipes/nope.gin' not found"),
+    ("no_gin_file", [], "no --gin_file given.*recipes/nfnet_long_tail.gin"),
+    ("tpu_without_address", [TINY, "--strategy=tpu"], "--strategy=tpu needs --tpu"),
+    # Gin syntax and names.
+    ("gin_syntax", [TINY, *bind("EPOCHS = (")], "bad Gin config.*EPOCHS"),
+    ("gin_syntax_in_file", ["--gin_file={tmp}/bad.gin"], "bad Gin config.*bad.gin"),
+    ("unknown_parameter", [TINY, *bind("LongTail.rhoo = 10")], "bad Gin config: .*rhoo"),
+    ("unknown_configurable", [TINY, *bind("NoSuchThing.x = 1")], "bad Gin config: .*NoSuchThing"),
+    ("unknown_reference", [TINY, *bind("Task.loss = @nosuch")], "bad Gin config: .*nosuch"),
+    ("required_macro_unset", [FULL], "DATA_DIR.*set it with --gin_bindings"),
+    ("required_parameter_unset", [TINY, *bind("Task.data = @tfds_source")],
+     "Required bindings for `tfds_source`.*name"),
+    # Types.
+    ("epochs_text", [TINY, *bind("EPOCHS = 'abc'")], "Runtime.epochs='abc' must be a whole number"),
+    ("epochs_fraction", [TINY, *bind("EPOCHS = 1.5")], "Runtime.epochs=1.5 must be a whole number"),
+    ("batch_fraction", [TINY, *bind("BATCH_SIZE = 2.5")], "batch_size=2.5 must be a whole number"),
+    ("learning_rate_text", [TINY, *bind("LEARNING_RATE = 'fast'")], "peak_lr='fast'.*number"),
+    ("optimizer_text", [TINY, *bind("Optimization.optimizer = 'sgd'")],
+     "Optimization.optimizer='sgd'.*@tf_keras.optimizers.SGD"),
+    ("loss_text", [TINY, *bind("Task.loss = 'ce'")], "Task.loss='ce'.*@cross_entropy"),
+    ("deterministic_text", [TINY, *bind("Runtime.deterministic_ops = 'yes'")],
+     "Runtime.deterministic_ops='yes' must be True or False"),
+    ("shot_thresholds_text", [TINY, *bind("Task.shot_thresholds = 'many'")],
+     "Task.shot_thresholds='many'"),
+    # Zero, negative and out-of-range numbers.
+    ("batch_zero", [TINY, *bind("BATCH_SIZE = 0")], "batch_size=0 must be a whole number >= 1"),
+    ("batch_negative", [TINY, *bind("BATCH_SIZE = -4")], "batch_size=-4 must be"),
+    ("batch_too_large", [TINY, *bind("BATCH_SIZE = 4096")], "fewer than one global batch"),
+    ("epochs_zero", [TINY, *bind("EPOCHS = 0")], "Runtime.epochs=0 must be a whole number >= 1"),
+    ("epochs_negative", [TINY, *bind("EPOCHS = -1")], "Runtime.epochs=-1"),
+    ("steps_zero", [TINY, *bind("Runtime.steps = 0")], "Runtime.steps=0"),
+    ("learning_rate_negative", [TINY, *bind("LEARNING_RATE = -0.1")],
+     "learning rate is -0.*must be > 0"),
+    ("learning_rate_zero", [TINY, *bind("LEARNING_RATE = 0.0")], "learning rate.*must be > 0"),
+    ("learning_rate_nan", [TINY, *bind("LEARNING_RATE = %NAN", "NAN = 1e400")],
+     "learning rate is (nan|inf)"),
+    ("momentum_negative", [TINY, *bind("tf_keras.optimizers.SGD.momentum = -0.9")],
+     "Optimization.optimizer.*momentum"),
+    ("weight_decay_negative", [TINY, *bind("WEIGHT_DECAY = -1.0")], "weight_decay=-1.0"),
+    ("l2_negative", [TINY, *bind("Optimization.l2 = -0.1")], "Optimization.l2=-0.1"),
+    ("agc_negative", [TINY, *bind("AGC_CLIPPING = -0.04")], "clipping.*-0.04"),
+    ("tau_negative", [TINY, *bind("TAU = -1.0")], "tau=-1.0"),
+    ("image_size_zero", [TINY, *bind("IMAGE_SIZE = 0")], "input_shape|image_size"),
+    ("crop_padding_negative", [TINY, *bind("CROP_PADDING = -1")],
+     "random_crop_padding=-1 must be a whole number >= 0"),
+    ("rho_below_one", [TINY, *bind("RHO = 0.5")], "LongTail.rho must be a number >= 1"),
+    ("rho_text", [TINY, *bind("RHO = 'steep'")], "LongTail.rho must be a number >= 1.*steep"),
+    ("n_max_zero", [TINY, *bind("LongTail.n_max = 0")], "LongTail.n_max=0"),
+    ("test_per_class_zero", [TINY, *bind("digits.test_per_class = 0")],
+     "test_per_class=0 must be a whole number >= 1"),
+    ("test_per_class_too_large", [TINY, *bind("digits.test_per_class = 500")],
+     "too few to hold out 500"),
+    ("nonfinite_retries_negative", [TINY, *bind("Runtime.nonfinite_retries = -1")],
+     "Runtime.nonfinite_retries=-1"),
+    ("label_smoothing_above_one", [TINY, *bind("Task.loss = @cross_entropy",
+                                               "cross_entropy.label_smoothing = 1.5")],
+     "label_smoothing=1.5"),
+    ("echo_factor_below_one", [TINY, *bind("InputPipeline.echo_factor = 0.5")],
+     "echo_factor=0.5"),
+    ("warmup_negative", [TINY, *bind("WARMUP_EPOCHS = -1")], "warmup_epochs=-1"),
+    ("steps_per_loop_zero", [TINY, *bind("Runtime.steps_per_loop = 0")],
+     "Runtime.steps_per_loop=0"),
+    ("keep_checkpoints_zero", [TINY, *bind("Runtime.keep_checkpoints = 0")],
+     "Runtime.keep_checkpoints=0"),
+    ("seed_negative", [TINY, *bind("SEED = -1")], "seed=-1"),
+    ("precision_unknown", [TINY, *bind("Runtime.mixed_precision = 'float8'")],
+     "Runtime.mixed_precision='float8'"),
+    ("best_metric_unknown", [TINY, *bind("Runtime.best_metric = 'f1'")],
+     "Runtime.best_metric='f1'"),
+    ("shot_thresholds_reversed", [TINY, *bind("Task.shot_thresholds = (5, 20)")],
+     "Task.shot_thresholds=\\(5, 20\\)"),
+    ("validation_too_large", [TINY, *bind("Task.validation_per_class = 1000")],
+     "too few to hold out 1000"),
+    ("crop_fraction_above_one", [TINY, *bind("InputPipeline.eval_crop_fraction = 1.5")],
+     "eval_crop_fraction=1.5"),
+    ("shuffle_buffer_zero", [TINY, *bind("InputPipeline.shuffle_buffer = 0")],
+     "shuffle_buffer=0"),
+    ("mixup_negative", [TINY, *bind("InputPipeline.mixup_alpha = -1.0")], "mixup_alpha=-1.0"),
+    ("randaugment_short", [TINY, *bind("InputPipeline.randaugment = (2,)")], "randaugment="),
+    ("classes_mismatch", [TINY, *bind("zoo.build.num_classes = 12")],
+     "data set has 10 classes but the model outputs 12.*NUM_CLASSES = 10"),
+    ("unknown_model", [TINY, *bind("zoo.build.name = 'resnet51'")], "resnet51"),
+    ("head_epochs_negative", [FINETUNE, *bind("HEAD_EPOCHS = -1", "WEIGHTS = None")], "epochs=-1"),
+    ("phase_regex_bad", [TINY, *bind("Optimization.phases = [@Phase()]", "Phase.trainable = '('")],
+     "phases\\[0\\].trainable='\\('"),
+    # Data.
+    ("image_folder_missing", [TINY, *bind("Task.data = @image_folder",
+                                          "image_folder.root = '/no/such/images'",
+                                          "image_folder.test_per_class = 1")],
+     "image folder '/no/such/images' does not exist"),
+    ("empty_class_directory", [TINY, *bind("Task.data = @image_folder",
+                                           "image_folder.root = '{folder}'",
+                                           "image_folder.test_per_class = 1",
+                                           "NUM_CLASSES = 3")],
+     "class directory '.*/c2' holds no images"),
+    ("text_file_named_jpg", [TINY, *bind("Task.data = @image_folder",
+                                         "image_folder.root = '{folder}'",
+                                         "image_folder.test_per_class = 1", "NUM_CLASSES = 2",
+                                         "BATCH_SIZE = 2")],
+     "notes.jpg.*on_bad_file"),
+    ("on_bad_file_unknown", [TINY, *bind("Task.data = @image_folder",
+                                         "image_folder.root = '{folder}'",
+                                         "image_folder.test_per_class = 1",
+                                         "image_folder.on_bad_file = 'ignore'", "NUM_CLASSES = 2")],
+     "on_bad_file='ignore'"),
+    ("tfds_missing", [TINY, *bind("Task.data = @tfds_source", "tfds_source.name = 'cifar10'",
+                                  "tfds_source.data_dir = '{tmp}/tfds'")], "cifar10"),
+    # model_dir.
+    ("model_dir_is_file_below", [TINY, "--model_dir={tmp}/blocker/run"], "cannot be created"),
+    ("model_dir_other_config", [TINY, "--model_dir={tmp}/other"],
+     "holds a run with another configuration"),
+    ("model_dir_in_use", [TINY, "--model_dir={tmp}/busy"], "in use by pid"),
+]
+
+
+def write_images(folder, counts, extra=None):
+  """`folder/c<i>/<j>.png` tiny images, `counts[i]` of class i; `extra` {name: bytes}.
+  Written with PIL: this process forks, so it runs no TensorFlow before."""
+  rng = np.random.default_rng(0)
+  for c, count in enumerate(counts):
+    os.makedirs(os.path.join(folder, f"c{c}"), exist_ok=True)
+    for j in range(count):
+      pixels = rng.integers(0, 255, [8, 8, 3], dtype=np.uint8)
+      Image.fromarray(pixels).save(os.path.join(folder, f"c{c}", f"{j}.png"))
+  for name, data in (extra or {}).items():
+    with open(os.path.join(folder, name), "wb") as f:
+      f.write(data)
+
+
+class BadInputsTest(parameterized.TestCase):
+
+  held = []  # model_dir locks a case holds while the command runs
+
+  def prepare(self, name, tmp):
+    """Files the case needs under `tmp`; returns the image folder path."""
+    folder = os.path.join(tmp, "images")
+    if name == "gin_syntax_in_file":
+      with open(os.path.join(tmp, "bad.gin"), "w") as f:
+        f.write("include 'recipes/nfnet_long_tail_tiny.gin'\nEPOCHS = (\n")
+    elif name == "empty_class_directory":
+      write_images(folder, [3, 3])
+      os.makedirs(os.path.join(folder, "c2"))
+    elif name == "text_file_named_jpg":
+      write_images(folder, [3, 3], {"c1/notes.jpg": b"these are my notes\n"})
+    elif name == "on_bad_file_unknown":
+      write_images(folder, [3, 3])
+    elif name == "model_dir_is_file_below":
+      with open(os.path.join(tmp, "blocker"), "w") as f:
+        f.write("x")
+    elif name == "model_dir_other_config":
+      os.makedirs(os.path.join(tmp, "other"))
+      with open(os.path.join(tmp, "other", "config.gin"), "w") as f:
+        f.write("Runtime.epochs = 7\n")
+    elif name == "model_dir_in_use":
+      from recipes import run_lock  # pylint: disable=g-import-not-at-top
+      self.held.append(run_lock.acquire(os.path.join(tmp, "busy")))
+    return folder
+
+  @parameterized.named_parameters(*CASES)
+  def test_bad_input(self, args, pattern):
+    tmp = self.create_tempdir().full_path
+    folder = self.prepare(self._testMethodName.split("_", 3)[-1], tmp)
+    args = [a.format(tmp=tmp, folder=folder) for a in args]
+    model_dir = next((a.split("=", 1)[1] for a in args if a.startswith("--model_dir=")),
+                     None)
+    if model_dir is None:
+      model_dir = os.path.join(tmp, "run")
+      args.append(f"--model_dir={model_dir}")
+    before = cli.snapshot(model_dir)
+    result = cli.run(*args)
+    try:
+      self.assertEqual(result.returncode, 2, msg=result.stderr[-3000:])
+      self.assertLen(result.said, 1, msg=result.stderr[-3000:])
+      self.assertRegex(result.said[0], "^error: .*" + pattern)
+      self.assertNotIn("Traceback", result.stderr)
+      self.assertEqual(cli.snapshot(model_dir), before)
+    finally:
+      for lock in self.held:
+        lock.release()
+      self.held.clear()
+
+  def test_in_use_names_this_host(self):
+    tmp = self.create_tempdir().full_path
+    self.prepare("model_dir_in_use", tmp)
+    try:
+      result = cli.run(TINY, f"--model_dir={tmp}/busy")
+    finally:
+      self.held.pop().release()
+    self.assertIn(f"pid {os.getpid()} on host {socket.gethostname()}", result.said[0])
+
+
+if __name__ == "__main__":
+  absltest.main()
