@@ -6,6 +6,7 @@ EXIT_DIVERGED = 3  # a non-finite loss or gradient the retries did not get past
 # 128 + SIGTERM, the status a scheduler sees from a process SIGTERM ended, and in the
 # range Kubeflow's ExitCode restart policy retries (128-255).
 EXIT_PREEMPTED = 143
+EXIT_INTERRUPTED = 130  # Ctrl-C: a checkpoint was saved; rerun to resume
 
 
 class ConfigError(ValueError):
@@ -19,4 +20,8 @@ class Diverged(RuntimeError):
 
 
 class Preempted(RuntimeError):
-  """SIGTERM arrived; a checkpoint was saved (one line: where to resume)."""
+  """SIGTERM (or Ctrl-C) arrived; a checkpoint was saved (one line: where to resume)."""
+
+  def __init__(self, message, by_hand=False):
+    super().__init__(message)
+    self.by_hand = by_hand

@@ -1,6 +1,7 @@
 """Preemption notices: SIGTERM, which Kubernetes, Vertex AI, Cloud TPU and Slurm send
 before they take a machine, asks the run to save a checkpoint and exit.
 
+Ctrl-C (SIGINT) does the same, so a run stopped by hand resumes where it stopped.
 The handler only records the request; the trainer looks at it between inner loops
 (the host runs no Python while a loop runs on the device), saves where it is, even
 mid-epoch, and exits with status 143 (errors.EXIT_PREEMPTED), which schedulers retry.
@@ -12,12 +13,16 @@ import signal
 import threading
 
 
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 class Notice:
-  """Catches SIGTERM while entered (main thread only; elsewhere a no-op)."""
+  """Catches SIGTERM, and Ctrl-C (SIGINT), while entered (main thread only; elsewhere
+  a no-op). A second Ctrl-C interrupts at once, as Ctrl-C does."""
 
   def __init__(self):
     self.signal = None
-    self._previous = None
+    self._previous = {}
 
   @property
   def requested(self):
@@ -25,15 +30,21 @@ class Notice:
 
   def _handle(self, signum, frame):
     del frame
+    if signum == signal.SIGINT and self.signal == signal.SIGINT:
+      raise KeyboardInterrupt
+    if signum == signal.SIGINT:
+      print("\nCtrl-C: saving a checkpoint after this loop (Ctrl-C again to stop at once)",
+            flush=True)
     self.signal = signum
 
   def __enter__(self):
     if threading.current_thread() is threading.main_thread():
-      self._previous = signal.signal(signal.SIGTERM, self._handle)
+      for signum in SIGNALS:
+        self._previous[signum] = signal.signal(signum, self._handle)
     return self
 
   def __exit__(self, *exc):
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
-      self._previous = None
+    for signum, previous in self._previous.items():
+      signal.signal(signum, previous)
+    self._previous = {}
     return False

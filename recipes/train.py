@@ -6,9 +6,11 @@
     --strategy       auto | one_device | mirrored | multi_worker_mirrored | tpu
     --tpu            the TPU for --strategy=tpu.
 
-Bad input (an unknown Gin name, a missing data set, a mismatched model, an
-unwritable model_dir) ends the run before training with one line on stderr and exit
-status 2; nothing is written to model_dir.
+Bad input (a flag or Gin mistake, a wrong type, a zero or negative size or rate, a
+missing data set, a mismatched model, an unwritable or busy model_dir) ends the run
+before training with one line on stderr and exit status 2; nothing is written to
+model_dir. A run that diverges past its retries exits 3; SIGTERM saves a checkpoint
+and exits 143 (Ctrl-C: 130); rerunning the same command resumes.
 """
 
 import os
@@ -32,6 +34,7 @@ from recipes import strategies
 from recipes import trainer
 from recipes.errors import EXIT_BAD_INPUT
 from recipes.errors import EXIT_DIVERGED
+from recipes.errors import EXIT_INTERRUPTED
 from recipes.errors import EXIT_PREEMPTED
 from recipes.errors import ConfigError
 from recipes.errors import Diverged
@@ -179,7 +182,7 @@ def main(argv):
     sys.exit(EXIT_DIVERGED)
   except Preempted as e:
     print(f"stopped: {str(e).splitlines()[0]}", file=sys.stderr)
-    sys.exit(EXIT_PREEMPTED)
+    sys.exit(EXIT_INTERRUPTED if e.by_hand else EXIT_PREEMPTED)
   headline = checks.METRICS + ("base_lr", "max_lr")
   summary = ", ".join(f"{k} {metrics[k]:.4g}" for k in headline
                       if metrics.get(k) is not None)

@@ -664,9 +664,10 @@ def _train(trainer, books, first, start, on_step, notice):
 def _preempted(books, epoch, step_in_epoch, notice):
   path = books.save(epoch, step_in_epoch)
   name = "SIGTERM" if notice.signal is None else signal.Signals(notice.signal).name
-  raise Preempted(f"preempted ({name}) at epoch {epoch + 1}, step {step_in_epoch} of "
-                  f"{books.t.length.steps_per_epoch}: saved {path}; rerun the same command "
-                  "to resume from it")
+  by_hand = notice.signal == signal.SIGINT
+  raise Preempted(f"{'interrupted' if by_hand else 'preempted'} ({name}) at epoch "
+                  f"{epoch + 1}, step {step_in_epoch} of {books.t.length.steps_per_epoch}: "
+                  f"saved {path}; rerun the same command to resume from it", by_hand)
 
 
 def write_eval_summaries(writer, metrics, step):

@@ -19,6 +19,14 @@ class NoticeTest(absltest.TestCase):
       self.assertEqual(notice.signal, signal.SIGTERM)
     self.assertIs(signal.getsignal(signal.SIGTERM), before)
 
+  def test_ctrl_c_asks_once_then_interrupts(self):
+    with preemption.Notice() as notice:
+      os.kill(os.getpid(), signal.SIGINT)
+      self.assertEqual(notice.signal, signal.SIGINT)
+      with self.assertRaises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+    self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+
 
 if __name__ == "__main__":
   absltest.main()
