@@ -42,7 +42,8 @@ class PhasesTest(tf.test.TestCase):
         ([Phase(1), Phase(1)], "cover 2 epochs but the run has 3"),
         ([Phase(-1), Phase(None)], "whole number >= 0"),
         ([Phase(None, "(")], "not 'all', 'head' or a regex"),
-        ([Phase(None, "all", 0.0)], "lr_scale=0.0 must be > 0"),
+        ([Phase(None, "all", 0.0)], "lr_scale=0.0 must be a number > 0"),
+        ([Phase(None, "all", "fast")], "lr_scale='fast' must be a number > 0"),
         ([Phase(0)], "cover 0 epochs"),
         ([Phase(3, "head"), Phase(None, "all", 0.1)], "leaving it none"),
     ]
