@@ -13,6 +13,7 @@ at its lowest point before the peak (after the average's burn-in), and base_lr i
 which 10% of the rise is made. Results: lr_range.json and lr_range.png.
 """
 
+import json
 import os
 
 import gin
@@ -23,6 +24,7 @@ from recipes import experiment
 from recipes import report
 from recipes import trainer
 from recipes.errors import ConfigError
+from recipes.errors import Diverged
 
 import matplotlib.pyplot as plt  # pylint: disable=g-bad-import-order  (Agg set by report)
 
@@ -103,24 +105,36 @@ def lr_range_test(model_dir, strategy, smoothing=0.9, diverge=4.0):
   if optimization.learning_rate is not exponential_sweep:
     raise ConfigError("lr_range_test needs Optimization.learning_rate = @exponential_sweep "
                       f"(got {getattr(optimization.learning_rate, '__name__', '?')})")
+  path = os.path.join(model_dir, "lr_range.json")
+  if os.path.exists(path):  # a finished sweep: left as it was
+    print(f"{model_dir} holds a finished LR range test: {path} is left as it was; choose "
+          "a new --model_dir to sweep again", flush=True)
+    with open(path) as f:
+      return json.load(f)
   recorded = {}
 
-  def on_step(step, loss, accuracy):
-    recorded[step] = (loss, accuracy)
+  def on_step(step, loss, accuracy, learning_rate):
+    recorded[step] = (learning_rate, loss, accuracy)
 
-  metrics = trainer.train_and_evaluate(model_dir, strategy, optimization=optimization,
-                                       on_step=on_step)
-  total = max(recorded) + 1 if recorded else 0
-  sweep = optimization.learning_rate(total_steps=total, steps_per_epoch=1)
-  steps = {"lr": [float(sweep(step)) for step in sorted(recorded)],
-           "loss": [recorded[step][0] for step in sorted(recorded)],
-           "accuracy": [recorded[step][1] for step in sorted(recorded)]}
+  # The sweep drives the rate up until the loss diverges: that is its end, not an error.
+  try:
+    metrics = trainer.train_and_evaluate(model_dir, strategy, optimization=optimization,
+                                         on_step=on_step)
+    final_top1 = metrics["top1"]
+  except Diverged as e:
+    print(f"The sweep diverged, as it is meant to: {str(e).splitlines()[0].split(';')[0]}",
+          flush=True)
+    final_top1 = None
+  order = sorted(recorded)
+  steps = {"lr": [recorded[step][0] for step in order],
+           "loss": [recorded[step][1] for step in order],
+           "accuracy": [recorded[step][2] for step in order]}
   suggestion = suggest(steps["lr"], steps["loss"], steps["accuracy"], smoothing, diverge)
   result = dict(suggestion, min_lr=steps["lr"][0] if steps["lr"] else None,
                 max_lr_swept=steps["lr"][-1] if steps["lr"] else None, steps=steps,
-                final_test_top1=metrics["top1"])
-  report.write_json(os.path.join(model_dir, "lr_range.json"), result)
+                final_test_top1=final_top1)
   if steps["lr"]:
     plot(os.path.join(model_dir, "lr_range.png"), steps["lr"], steps["loss"],
          steps["accuracy"], suggestion, smoothing)
-  return result
+  report.write_json(path, result)
+  return report.finite(result)  # as written: NaN and Inf as None

@@ -9,6 +9,7 @@ The same idea as tf.distribute's PreemptionCheckpointHandler, for one process; a
 multi-worker job's workers agree on the step through the strategy (see the launcher).
 """
 
+import os
 import signal
 import threading
 
@@ -32,14 +33,16 @@ class Notice:
     del frame
     if signum == signal.SIGINT and self.signal == signal.SIGINT:
       raise KeyboardInterrupt
-    if signum == signal.SIGINT:
-      print("\nCtrl-C: saving a checkpoint after this loop (Ctrl-C again to stop at once)",
-            flush=True)
+    if signum == signal.SIGINT:  # os.write: print may be mid-write (not reentrant)
+      os.write(1, b"\nCtrl-C: saving a checkpoint after this loop (Ctrl-C again to stop "
+               b"at once)\n")
     self.signal = signum
 
   def __enter__(self):
     if threading.current_thread() is threading.main_thread():
       for signum in SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_IGN:
+          continue  # ignored on purpose (nohup, a background job): left so
         self._previous[signum] = signal.signal(signum, self._handle)
     return self
 

@@ -11,9 +11,9 @@ tf.function call, as Orbit's `steps_per_loop` and Keras's `steps_per_execution` 
 the host talks to the device once per loop, not once per step.
 
 The non-finite guard runs on the device: each step's loss and global gradient norm
-are tested with `tf.math.is_finite`, and the loop stops at the first step where one
-is NaN or Inf, reporting that step to the host with the loop's results (no host sync
-per step). Under float16 loss scaling the gradient norm is not tested: an overflowing
+are tested with `tf.math.is_finite`, and the first step where one is NaN or Inf is
+reported to the host with the loop's results (no host sync per step; the trainer
+then rolls the whole loop back). Under float16 loss scaling the gradient norm is not tested: an overflowing
 gradient there is the loss scaler's business (it skips the step and lowers the scale).
 """
 
@@ -29,9 +29,9 @@ from tricks import layer_lr
 
 @dataclasses.dataclass(frozen=True)
 class LoopResult:
-  """One loop's per-step losses and accuracies (the steps run), and the first step
-  whose loss or gradient norm was not finite (`bad_step` -1: none; that step's values in
-  `bad_loss`, `bad_grad_norm`; it is the last one in `losses`)."""
+  """One loop's per-step losses and accuracies, and the first step whose loss or
+  gradient norm was not finite (`bad_step` -1: none; that step's values in `bad_loss`,
+  `bad_grad_norm`)."""
   losses: np.ndarray
   accuracies: np.ndarray
   bad_step: int = -1
@@ -141,15 +141,16 @@ class TrainStep:
       loss = tf.cast(loss, tf.float32)
       losses = losses.write(i, loss)
       accuracies = accuracies.write(i, tf.cast(accuracy, tf.float32))
-      if not (tf.math.is_finite(loss) and tf.math.is_finite(grad_norm)):
-        bad = i
-        bad_values = tf.stack([loss, grad_norm])
-        break
+      # Recorded, not branched on: a loop condition computed on the device would make
+      # the host wait for every step (the run rolls back the whole loop anyway).
+      first_bad = tf.logical_and(
+          bad < 0, tf.logical_not(tf.math.is_finite(loss) & tf.math.is_finite(grad_norm)))
+      bad = tf.where(first_bad, i, bad)
+      bad_values = tf.where(first_bad, tf.stack([loss, grad_norm]), bad_values)
     return losses.stack(), accuracies.stack(), bad, bad_values
 
   def loop(self, iterator, steps):
-    """Runs up to `steps` global steps from `iterator` in one call, stopping after a
-    step whose loss or gradient norm is not finite; a LoopResult."""
+    """Runs `steps` global steps from `iterator` in one call; a LoopResult."""
     losses, accuracies, bad, bad_values = self._loop(iterator, tf.constant(steps, tf.int32))
     bad_loss, bad_grad_norm = (float(v) for v in bad_values.numpy())
     return LoopResult(losses.numpy(), accuracies.numpy(), int(bad), bad_loss, bad_grad_norm)

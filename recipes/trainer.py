@@ -87,6 +87,7 @@ class Trainer:
   pipeline: pipeline_lib.InputPipeline
   model: tf_keras.Model
   optimizer: tf_keras.optimizers.Optimizer
+  schedule: Any  # the learning rate: a number, or a schedule of the global step
   step: train_step.TrainStep
   evaluator: train_step.EvalStep
   length: Length
@@ -114,8 +115,9 @@ class Trainer:
     """Trains epoch `epoch` from its step `start` in loops of `steps_per_loop` steps,
     on the data order of `seed` (default: the run's). Returns the epoch's steps done:
     fewer than its length when `stop()` turned true between two loops. Raises
-    NonFinite after a step whose loss or gradient norm is not finite.
-    `on_step(step, loss, accuracy)` sees every global batch."""
+    NonFinite after a loop with a step whose loss or gradient norm is not finite.
+    `on_step(step, loss, accuracy, learning_rate)` sees every global batch (up to a
+    non-finite one)."""
     length = self.length
     seed = self.runtime.seed if seed is None else seed
     dataset = self.pipeline.train_dataset(self.data.source, self.data.train, epoch, seed)
@@ -134,12 +136,13 @@ class Trainer:
       n = min(self.runtime.steps_per_loop, steps - done)
       result = self.step.loop(iterator, n)
       first = epoch * length.steps_per_epoch + done
+      if on_step is not None:
+        for i in range(n if result.bad_step < 0 else result.bad_step + 1):
+          on_step(first + i, float(result.losses[i]), float(result.accuracies[i]),
+                  float(self.learning_rate(first + i)))
       if result.bad_step >= 0:
         raise NonFinite(first + result.bad_step, epoch, loss=result.bad_loss,
                         grad_norm=result.bad_grad_norm)
-      if on_step is not None:
-        for i in range(n):
-          on_step(first + i, float(result.losses[i]), float(result.accuracies[i]))
       done += n
       # The loop's own per-batch means (equal batches): the epoch's running means,
       # without reading the metrics back from the device every loop.
@@ -175,11 +178,11 @@ class Trainer:
     with weight_ema.averaged_weights(self.optimizer, self.model.trainable_variables):
       return self.score(split)
 
-  def learning_rate(self):
-    lr = self.optimizer.learning_rate
-    if isinstance(lr, tf_keras.optimizers.schedules.LearningRateSchedule):
-      return lr(self.optimizer.iterations)
-    return lr
+  def learning_rate(self, step=None):
+    """The rate at global step `step` (default: the optimizer's current step)."""
+    if callable(self.schedule):
+      return self.schedule(self.optimizer.iterations if step is None else step)
+    return self.schedule
 
 
 # -- build ---------------------------------------------------------------------
@@ -305,7 +308,7 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
     opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
   getattr(opt, "inner_optimizer", opt).build(model.trainable_variables)
   if optimization.layer_learning_rates is None:
-    return opt, None, []
+    return opt, None, [], schedule
   try:
     rates = layer_lr.LayerLearningRates(optimization.layer_learning_rates)
     groups = rates.build(model.trainable_variables)
@@ -314,7 +317,7 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
                       + str(e).removeprefix("layer learning rates: ")) from None
   note = "layer learning rates: " + ", ".join(
       f"{n} variables x{m:g}" for m, n in sorted(groups.items()))
-  return opt, rates, [note]
+  return opt, rates, [note], schedule
 
 
 def build(model_dir, strategy, task, optimization, runtime):
@@ -339,7 +342,7 @@ def build(model_dir, strategy, task, optimization, runtime):
     checks.model_fits(model, data.source.num_classes,
                       {pipeline.image_size, pipeline.eval_image_size})
     length = run_length(optimization, runtime, data, pipeline, steps, model)
-    opt, rates, rate_notes = build_optimizer(optimization, runtime, model, length,
+    opt, rates, rate_notes, schedule = build_optimizer(optimization, runtime, model, length,
                                              learning_rate)
     loss_fn = checks.construct("Task.loss", task.loss, class_counts=data.counts)
   for transform in optimization.gradient_transforms:
@@ -355,7 +358,7 @@ def build(model_dir, strategy, task, optimization, runtime):
   checks.model_dir_writable(model_dir)
   checks.resume_config(model_dir, config_text)
   return Trainer(model_dir, strategy, task, optimization, runtime, data, pipeline, model,
-                 opt, step, train_step.EvalStep(strategy, model), length, derived,
+                 opt, schedule, step, train_step.EvalStep(strategy, model), length, derived,
                  notes + rate_notes, config_text)
 
 
@@ -414,19 +417,23 @@ class Bookkeeping:
       self.step_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
                                        name="step_in_epoch")
       self.retries = tf.Variable(0, dtype=tf.int64, trainable=False, name="retries")
+      # The rollback count whose data order the current epoch follows.
+      self.epoch_order = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_order")
       self.best_value = tf.Variable(-1.0, dtype=tf.float64, trainable=False, name="best")
       self.best_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="best_epoch")
       self.stopped = tf.Variable(False, trainable=False, name="stopped_early")
     self.checkpoint = tf.train.Checkpoint(
         model=trainer.model, optimizer=trainer.optimizer, epoch=self.epoch,
-        step_in_epoch=self.step_in_epoch, retries=self.retries,
+        step_in_epoch=self.step_in_epoch, retries=self.retries, epoch_order=self.epoch_order,
         best_value=self.best_value, best_epoch=self.best_epoch, stopped=self.stopped,
         loss_metric=trainer.step.loss_metric, accuracy_metric=trainer.step.accuracy_metric,
         layer_rngs=layer_rng.layer_random_generators(trainer.model))
     self.directory = os.path.join(trainer.model_dir, "checkpoints")
     best_directory = os.path.join(trainer.model_dir, "best")
-    for directory in (self.directory, best_directory):
-      remove_temporary(directory)
+    self.chief = is_chief(trainer.strategy)
+    if self.chief:
+      for directory in (self.directory, best_directory):
+        remove_temporary(directory)
     self.manager = checkpoint_manager(self.checkpoint, self.directory, rt.keep_checkpoints)
     self.best = checkpoint_manager(  # the validated (averaged) weights
         tf.train.Checkpoint(model=trainer.model), best_directory, 1)
@@ -434,6 +441,7 @@ class Bookkeeping:
         os.path.join(trainer.model_dir, "train"))
     self.eval_writer = tf.summary.create_file_writer(os.path.join(trainer.model_dir, "eval"))
     self.restored = None  # the checkpoint the run stands on
+    self.position = None  # (epoch, step in epoch) of `restored`
 
   def candidates(self):
     """The checkpoints on disk, newest first (the directory, not the state file, is
@@ -450,38 +458,64 @@ class Bookkeeping:
     emptied, a shard missing) is reported in one warning line, moved to
     checkpoints/damaged/, and the one before it is tried. Returns (epoch, step in
     epoch) to start from; (0, 0) with no checkpoint."""
+    damaged = False
     for path in self.candidates():
       try:
         self.checkpoint.read(path).assert_existing_objects_matched()
-      except Exception as e:  # pylint: disable=broad-except  (any way a read fails)
+      except (tf.errors.OpError, IndexError, EOFError) as e:  # the files, not the run
         reason = " ".join(str(e).split())[:160]
         print(f"warning: checkpoint {path} is damaged ({type(e).__name__}: {reason}); "
               "moved to checkpoints/damaged/, trying the one before it", file=sys.stderr,
               flush=True)
-        quarantine(path)
+        if self.chief:
+          quarantine(path)
+        damaged = True
         continue
+      except (AssertionError, ValueError) as e:
+        raise ConfigError(
+            f"checkpoint {path} does not match this run's model and optimizer "
+            f"({' '.join(str(e).split())[:120]}); it was written by another version of "
+            "the recipe: choose a new --model_dir") from None
       self.restored = path
       epoch, step = int(self.epoch.numpy()), int(self.step_in_epoch.numpy())
+      self.position = (epoch, step)
+      if damaged and self.chief:  # the state file names what was moved: write it again
+        self.manager = record_state(self.checkpoint, self.directory,
+                                    self.t.runtime.keep_checkpoints, self.candidates())
       print(f"Resumed from {path} at epoch {epoch} of {self.t.length.epochs}"
             + (f", step {step} of {self.t.length.steps_per_epoch}" if step else ""),
             flush=True)
       return epoch, step
-    if tf.io.gfile.glob(os.path.join(self.directory, "damaged", "*.index")):
+    if damaged:
       raise ConfigError(f"every checkpoint in {self.directory} is damaged (moved to its "
                         "damaged/ folder); to start afresh choose a new --model_dir")
     return 0, 0
+
+  def forget_later_best(self):
+    """After a rollback: a best checkpoint saved after the restored point came from the
+    abandoned attempt; it is removed and the next validation sets the best again."""
+    latest = self.best.latest_checkpoint
+    if latest and int(latest.rsplit("-", 1)[1]) > int(self.best_epoch.numpy()):
+      for path in tf.io.gfile.glob(latest + ".*"):
+        tf.io.gfile.remove(path)
+      self.best = record_state(tf.train.Checkpoint(model=self.t.model),
+                               os.path.dirname(latest), 1, [])
+      self.best_value.assign(-1.0)
+      self.best_epoch.assign(0)
 
   def save(self, epoch, step_in_epoch=0):
     """Checks every weight finite, then writes a checkpoint at (`epoch` epochs done,
     `step_in_epoch` steps into the next); returns its path."""
     step = epoch * self.t.length.steps_per_epoch + step_in_epoch
+    if self.position == (epoch, step_in_epoch):
+      return self.restored  # nothing new since: never rewrite the checkpoint in place
     bad = first_non_finite(self.t.model.weights + list(self.t.optimizer.variables))
     if bad is not None:
       raise NonFinite(step, epoch, weight=bad)
     self.epoch.assign(epoch)
     self.step_in_epoch.assign(step_in_epoch)
     path = self.manager.save(checkpoint_number=step)
-    self.restored = path
+    self.restored, self.position = path, (epoch, step_in_epoch)
     return path
 
   def end_epoch(self, epoch):
@@ -547,6 +581,17 @@ def checkpoint_manager(checkpoint, directory, max_to_keep):
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
 
 
+def record_state(checkpoint, directory, max_to_keep, paths):
+  """A CheckpointManager over `paths` (newest first), its state file written anew."""
+  state = os.path.join(directory, "checkpoint")
+  if tf.io.gfile.exists(state):
+    tf.io.gfile.remove(state)
+  if paths:
+    tf.compat.v1.train.update_checkpoint_state(directory, paths[0],
+                                               all_model_checkpoint_paths=list(reversed(paths)))
+  return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
+
+
 def remove_temporary(directory):
   """Removes what a kill during a checkpoint write leaves: `<prefix>_temp*/` folders
   of shards that were never merged into a checkpoint."""
@@ -593,15 +638,19 @@ def fit(trainer, on_step=None):
   """Trains from the latest good checkpoint to the run's end (or an early stop).
 
   A non-finite step rolls back to the last good checkpoint and retries on a fresh
-  data order, up to `Runtime.nonfinite_retries` times, then raises Diverged. SIGTERM
-  saves a checkpoint where the run is and raises Preempted."""
+  data order, up to `Runtime.nonfinite_retries` times in a row, then raises Diverged.
+  SIGTERM (or Ctrl-C) saves a checkpoint where the run is and raises Preempted."""
   books = Bookkeeping(trainer)
   trainer.books = books
   epoch, start = books.restore()
   if books.restored is None:
-    books.save(0)  # the point a divergence in the first epochs rolls back to
+    try:
+      books.save(0)  # the point a divergence in the first epochs rolls back to
+    except NonFinite as bad:
+      raise Diverged(f"the initial weights are not finite ({bad.what}); check the model's "
+                     "pretrained weights or initialisation") from None
   began = time.time()
-  retried = 0
+  retried, rollbacks, rolled_back_to = 0, 0, None
   with preemption.Notice() as notice:
     while True:
       try:
@@ -609,18 +658,23 @@ def fit(trainer, on_step=None):
         loss, stopped = _train(trainer, books, epoch, start, on_step, notice)
         break
       except NonFinite as bad:
-        last_good = books.restored
+        if books.restored != rolled_back_to:
+          retried = 0  # the run got past its last rollback: a new divergence
         if retried >= trainer.runtime.nonfinite_retries:
           tried = (f"after {retried} {'retry' if retried == 1 else 'retries'} on fresh data "
                    "orders" if retried else "no retries: Runtime.nonfinite_retries = 0")
           raise Diverged(
               f"training diverged at step {bad.step} (epoch {bad.epoch + 1}): {bad.what}; "
-              f"the last good checkpoint is {last_good} ({tried}); lower LEARNING_RATE "
-              "(or raise AGC clipping / Runtime.nonfinite_retries) and rerun") from None
+              f"the last good checkpoint is {books.restored} ({tried}); lower "
+              "LEARNING_RATE (or clip harder, or raise Runtime.nonfinite_retries) and "
+              "train in a new --model_dir") from None
         retried += 1
+        rollbacks += 1
         before = int(books.retries.numpy())
         epoch, start = books.restore()
+        rolled_back_to = books.restored
         books.retries.assign(max(before, int(books.retries.numpy())) + 1)
+        books.forget_later_best()
         print(f"Step {bad.step}: {bad.what}; rolled back to {books.restored} (epoch "
               f"{epoch}, step {start}); retry {retried} of "
               f"{trainer.runtime.nonfinite_retries} on a fresh data order", flush=True)
@@ -633,7 +687,7 @@ def fit(trainer, on_step=None):
             f"validation_{trainer.runtime.best_metric}": float(books.best_value.numpy()),
             "checkpoint": books.best.latest_checkpoint}
   return Record(first, int(books.epoch.numpy()), loss, time.time() - began, best, stopped,
-                retries=retried)
+                retries=rollbacks)
 
 
 def _train(trainer, books, first, start, on_step, notice):
@@ -649,7 +703,9 @@ def _train(trainer, books, first, start, on_step, notice):
     trainer.enter(epoch)
     if not start:
       trainer.step.reset_metrics()
-    seed = data_seed(trainer.runtime.seed, int(books.retries.numpy()))
+      books.epoch_order.assign(books.retries)  # a new epoch takes the latest order
+    # A resumed partial epoch keeps the order it began with, even after a rollback.
+    seed = data_seed(trainer.runtime.seed, int(books.epoch_order.numpy()))
     done = trainer.train_epoch(epoch, start, seed, on_step, stop=lambda: notice.requested)
     if done < trainer.steps_in(epoch):
       _preempted(books, epoch, done, notice)
@@ -838,7 +894,7 @@ def data_errors(trainer):
       raise
     print(f"{type(e).__name__} while reading the data; decoding the data set's files "
           "to name the one that failed ...", flush=True)
-    bad = find("train", trainer.data.train) + find("test", None)
+    bad = find("train", None) + find("test", None)  # validation comes from "train"
     if not bad:
       raise
     raise ConfigError(

@@ -82,6 +82,35 @@ class FaultToleranceTest(parameterized.TestCase, tf.test.TestCase):
     self.assertIn("epoch 1 of 2, step 3 of 8", resumed.stdout)
     self.assert_same_as_uninterrupted(model_dir)
 
+  def test_sigterm_with_validation_and_loops_of_three_resumes_exactly(self):
+    # The best checkpoint on validation, early-stopping state and 3-step loops across a
+    # mid-epoch preemption: the resumed run ends as its own uninterrupted twin.
+    extra = ("--gin_bindings=Task.validation_per_class = 3",
+             "--gin_bindings=Runtime.best_metric = 'balanced_accuracy'",
+             "--gin_bindings=Runtime.steps_per_loop = 3")
+    straight = self.model_dir()
+    result = cli.finish(cli.spawn(*ARGS, *extra, f"--model_dir={straight}"))
+    self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
+    model_dir = self.model_dir()
+    result = self.interrupted("term", 4, model_dir, *extra)  # 7 steps an epoch: 3, 3, 1
+    self.assertEqual(result.returncode, 143, msg=result.stderr[-3000:])
+    self.assertRegex(result.said[-1], r"at epoch 2, step 3 of 7: saved .*ckpt-10;")
+    result = cli.finish(cli.spawn(*ARGS, *extra, f"--model_dir={model_dir}"))
+    self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
+    want, _ = final_weights(straight)
+    got, _ = final_weights(model_dir)
+    for name, value in want.items():
+      self.assertAllEqual(got[name], value, msg=name)
+    reports = []
+    for directory in (straight, model_dir):
+      with open(os.path.join(directory, "metrics.json")) as f:
+        reports.append(json.load(f))
+    for key in ("top1", "final_train_loss", "final_validation"):
+      self.assertEqual(reports[1][key], reports[0][key], msg=key)
+    best = [r["best_on_validation"] for r in reports]
+    self.assertEqual(best[1]["epoch"], best[0]["epoch"])
+    self.assertEqual(best[1]["test"]["top1"], best[0]["test"]["top1"])
+
   @parameterized.named_parameters(
       ("mid_epoch", "loop", 5),  # epoch 1, after step 5: nothing of it saved
       ("inside_a_checkpoint_write", "save", 2),  # the end of epoch 1's checkpoint
@@ -206,17 +235,20 @@ class FaultToleranceTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_two_runs_on_one_model_dir(self):
     model_dir = self.model_dir()
-    first = cli.spawn(*ARGS, f"--model_dir={model_dir}")
+    # Long enough (8 epochs) that the second run is refused, not told the run finished.
+    longer = (*ARGS, "--gin_bindings=EPOCHS = 8")
+    first = cli.spawn(*longer, f"--model_dir={model_dir}")
     lock = os.path.join(model_dir, ".lock")
     deadline = time.time() + 120
     while time.time() < deadline and not (os.path.exists(lock) and os.path.getsize(lock)):
       time.sleep(0.2)
-    second = cli.finish(cli.spawn(*ARGS, f"--model_dir={model_dir}"))
+    second = cli.finish(cli.spawn(*longer, f"--model_dir={model_dir}"))
     self.assertEqual(second.returncode, 2, msg=second.stderr[-3000:])
     self.assertLen(second.said, 1)
     self.assertRegex(second.said[0], f"^error: model_dir .* is in use by pid {first.pid}")
     self.assertEqual(cli.finish(first).returncode, 0)
-    self.assert_same_as_uninterrupted(model_dir)
+    with open(os.path.join(model_dir, "metrics.json")) as f:
+      self.assertEqual(json.load(f)["epochs_trained"], 8)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,26 @@ class LrRangeTest(tf.test.TestCase):
     with open(os.path.join(model_dir, "lr_range.png"), "rb") as f:
       self.assertEqual(f.read(4), b"\x89PNG")
 
+  def test_a_sweep_that_diverges_ends_there(self):
+    model_dir = os.path.join(self.get_temp_dir(), "diverges")
+    train.parse_config(["recipes/nfnet_lr_range.gin"],
+                       ["EPOCHS = 2", "IMAGE_SIZE = 16", "exponential_sweep.min_lr = 1.0",
+                        "exponential_sweep.max_lr = 1e12", "AGC_CLIPPING = 1e9"])
+    result = train.run(model_dir, strategies.make_strategy("one_device"))
+    losses = result["steps"]["loss"]
+    self.assertLess(len(losses), 16)  # cut at the divergence, not run to the end
+    self.assertLess(result["max_lr_swept"], 1e11)
+    self.assertIsNone(result["final_test_top1"])
+    with open(os.path.join(model_dir, "lr_range.json")) as f:
+      self.assertEqual(json.load(f)["steps"]["lr"], result["steps"]["lr"])  # strict JSON
+    # Run again: the finished sweep is left as it was.
+    gin.clear_config()
+    train.parse_config(["recipes/nfnet_lr_range.gin"],
+                       ["EPOCHS = 2", "IMAGE_SIZE = 16", "exponential_sweep.min_lr = 1.0",
+                        "exponential_sweep.max_lr = 1e12", "AGC_CLIPPING = 1e9"])
+    again = train.run(model_dir, strategies.make_strategy("one_device"))
+    self.assertEqual(again["steps"]["lr"], result["steps"]["lr"])
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -77,10 +77,10 @@ class TrainStepTest(tf.test.TestCase):
     self.x[5, 1] = np.nan  # the second batch (examples 4-7)
     step, _, iterator = self.make()
     result = step.loop(iterator, 3)
-    self.assertEqual(result.bad_step, 1)
-    self.assertLen(result.losses, 2)  # the third step never ran
+    self.assertEqual(result.bad_step, 1)  # the first non-finite step, not the last
     self.assertTrue(np.isnan(result.bad_loss))
     self.assertTrue(np.isfinite(result.losses[0]))
+    self.assertTrue(np.isnan(result.losses[2]))  # NaN weights from then on
 
   def test_a_non_finite_gradient_with_a_finite_loss_is_caught(self):
     # sqrt(sum(logits^2)) at the zero-initialised model: loss 0, gradient 0 / 0 = NaN.
