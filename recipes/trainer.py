@@ -838,8 +838,9 @@ def train_and_evaluate(model_dir, strategy, task=None, optimization=None, runtim
   """Builds, fits and finishes one run; returns its metrics.
 
   `task`, `optimization`, `runtime` default to the Gin-configured `Task()`,
-  `Optimization()` and `Runtime()`. `on_step(step, loss, accuracy)` sees every
-  global batch (the LR range test records them).
+  `Optimization()` and `Runtime()`. `on_step(step, loss, accuracy, learning_rate)`
+  sees every global batch (the LR range test records them). A model_dir holds one run:
+  a second one exits with a ConfigError; a finished one returns its report untouched.
   """
   trainer = build(model_dir, strategy,
                   task or checks.construct("Task", experiment.Task),

@@ -123,7 +123,7 @@ class TrainerFinetuneTest(tf.test.TestCase):
     recorder = Recorder()
     steps_seen = []
     metrics = run(os.path.join(self.get_temp_dir(), "run"), recorder, steps=7,
-                  on_step=lambda step, loss, accuracy: steps_seen.append(step))
+                  on_step=lambda step, *_: steps_seen.append(step))
     per_epoch = metrics["num_train_examples"] // 32
     self.assertLess(7, 2 * per_epoch)
     self.assertEqual(metrics["steps"], 7)

@@ -217,7 +217,7 @@ class TrainerTest(tf.test.TestCase):
       self.assertAllEqual(one[name], four[name], msg=name)
     # 8 steps an epoch in loops of 3: 3 + 3 + 2, every step reported in order.
     run(os.path.join(tmp, "three"), epochs=1, steps_per_loop=3,
-        on_step=lambda step, loss, accuracy: losses.append(step))
+        on_step=lambda step, *_: losses.append(step))
     self.assertEqual(losses, list(range(8)))
 
   def test_validation_split_best_checkpoint_and_early_stopping(self):
