@@ -11,7 +11,7 @@ import tempfile
 import typing
 
 import numpy as np
-from tensorflow.python.framework import errors as tf_errors  # pylint: disable=g-direct-tensorflow-import
+import tensorflow as tf
 
 from recipes.errors import ConfigError
 
@@ -137,7 +137,7 @@ def learning_rates(schedule, total_steps, samples=257):
     try:
       value = schedule(step) if callable(schedule) else schedule
       values.append(float(value))
-    except (TypeError, ValueError, tf_errors.OpError):
+    except (TypeError, ValueError, tf.errors.OpError):
       value = schedule
       raise ConfigError(f"the learning rate is {value!r}, not a number; check "
                         "LEARNING_RATE / Optimization.learning_rate") from None

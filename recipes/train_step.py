@@ -13,8 +13,9 @@ the host talks to the device once per loop, not once per step.
 The non-finite guard runs on the device: each step's loss and global gradient norm
 are tested with `tf.math.is_finite`, and the first step where one is NaN or Inf is
 reported to the host with the loop's results (no host sync per step; the trainer
-then rolls the whole loop back). Under float16 loss scaling the gradient norm is not tested: an overflowing
-gradient there is the loss scaler's business (it skips the step and lowers the scale).
+then rolls the whole loop back). Under float16 loss scaling the gradient norm is not
+tested: an overflowing gradient there is the loss scaler's business (it skips the step
+and lowers the scale).
 """
 
 import dataclasses

@@ -785,7 +785,8 @@ def finish(trainer, record):
           data.validation)), global_batch_size=trainer.pipeline.batch_size,
       num_replicas=trainer.strategy.num_replicas_in_sync,
       train_seconds_this_run=round(record.seconds, 1), stopped_early=record.stopped_early,
-      final_train_loss=record.final_train_loss, best_on_validation=best_on_validation(trainer, record),
+      final_train_loss=record.final_train_loss,
+      best_on_validation=best_on_validation(trainer, record),
       derived={k: list(v) if isinstance(v, tuple) else v for k, v in trainer.derived.items()})
   metrics["reported"] = ("top-level metrics: the test split, final weights (averaged when "
                          "the optimizer keeps an EMA); best_on_validation: the best "
