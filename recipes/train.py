@@ -178,9 +178,11 @@ def main(argv):
     # Gin appends "In call to configurable ..." lines; the first line says it all.
     fail(str(e).splitlines()[0])
   except Diverged as e:
+    print(flush=True)  # end the progress bar's line
     print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
     sys.exit(EXIT_DIVERGED)
   except Preempted as e:
+    print(flush=True)
     print(f"stopped: {str(e).splitlines()[0]}", file=sys.stderr)
     sys.exit(EXIT_INTERRUPTED if e.by_hand else EXIT_PREEMPTED)
   headline = checks.METRICS + ("base_lr", "max_lr")

@@ -675,7 +675,7 @@ def fit(trainer, on_step=None):
         rolled_back_to = books.restored
         books.retries.assign(max(before, int(books.retries.numpy())) + 1)
         books.forget_later_best()
-        print(f"Step {bad.step}: {bad.what}; rolled back to {books.restored} (epoch "
+        print(f"\nStep {bad.step}: {bad.what}; rolled back to {books.restored} (epoch "
               f"{epoch}, step {start}); retry {retried} of "
               f"{trainer.runtime.nonfinite_retries} on a fresh data order", flush=True)
   if loss is None and int(books.epoch.numpy()):  # restored at the end: its last epoch's
@@ -894,7 +894,7 @@ def data_errors(trainer):
     find = getattr(trainer.data.source, "find_bad_files", None)
     if find is None:
       raise
-    print(f"{type(e).__name__} while reading the data; decoding the data set's files "
+    print(f"\n{type(e).__name__} while reading the data; decoding the data set's files "
           "to name the one that failed ...", flush=True)
     bad = find("train", None) + find("test", None)  # validation comes from "train"
     if not bad:
