@@ -6,12 +6,15 @@ unnormalized ResNets" (Brock, De, Smith 2021), with the learnable gain of NFNets
     W_hat[..., j] = gain[j] * (W[..., j] - mean_j) / sqrt(N * var_j),
 
 mean and variance taken over the fan-in axes (H, W, I) of each output unit j, N the
-fan-in, and N * var floored at `eps`. The convolution always has a bias.
+fan-in, and N * var floored at `eps`. The convolution always has a bias; grouped
+ones run through `tricks.grouped_conv` (not tf_keras's slow XLA path on CPU).
 """
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
+
+from tricks import grouped_conv
 
 
 def standardize_kernel(kernel, gain, eps=1e-4):
@@ -25,7 +28,7 @@ def standardize_kernel(kernel, gain, eps=1e-4):
 
 
 @tf_keras.utils.register_keras_serializable(package="tricks")
-class WSConv2D(tf_keras.layers.Conv2D):
+class WSConv2D(grouped_conv.GroupedConv2D):
   """A `Conv2D` whose kernel is scaled-weight-standardised with a learnable gain."""
 
   def __init__(self, filters, kernel_size, eps=1e-4, **kwargs):
