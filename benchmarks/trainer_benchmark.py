@@ -51,11 +51,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from recipes import experiment
-from recipes import losses
-from recipes import schedules
+from benchmarks import timing
 from recipes import strategies
-from recipes import trainer as trainer_lib
 from recipes.data import digits
 from recipes.data import image_folder
 from recipes.data import pipeline as pipeline_lib
@@ -78,14 +75,6 @@ SIZES = {
     "resnet64": Size("resnet50", 64, 32, 8),
 }
 PARTS = ("sizes", "host", "cache")
-NUM_CLASSES = 10
-SEED = 0
-
-
-def default_steps_per_loop():
-  """`Runtime.steps_per_loop` as the trainer has it by default."""
-  return {f.name: f.default for f in dataclasses.fields(experiment.Runtime)}[
-      "steps_per_loop"]
 
 
 FLAGS = flags.FLAGS
@@ -115,22 +104,6 @@ flags.DEFINE_string("output", None, "also write the figures here as JSON")
 # -- building both loops ---------------------------------------------------------
 
 
-def build_trainer(model_fn, image_size, batch_size, steps_per_loop, model_dir, strategy,
-                  jit_compile=False):
-  """The trainer (`recipes.trainer.build`) of `model_fn` on the digits."""
-  task, optimization, runtime = experiment.split(
-      data=digits.digits, model=model_fn,
-      pipeline=functools.partial(pipeline_lib.InputPipeline, batch_size=batch_size,
-                                 image_size=image_size, eval_image_size=image_size),
-      loss=losses.cross_entropy,
-      optimizer=functools.partial(tf_keras.optimizers.SGD, momentum=0.9),
-      learning_rate=functools.partial(schedules.warmup_cosine, peak_lr=0.1,
-                                      warmup_epochs=1),
-      epochs=10, seed=SEED, steps_per_loop=steps_per_loop, jit_compile=jit_compile,
-      deterministic_ops=False)
-  return trainer_lib.build(model_dir, strategy, task, optimization, runtime)
-
-
 def build_fit_model(trainer, steps_per_execution, jit_compile=False):
   """A second copy of the trainer's model, its weights, optimizer and loss function,
   compiled for `fit` with `steps_per_execution`."""
@@ -142,14 +115,6 @@ def build_fit_model(trainer, steps_per_execution, jit_compile=False):
                   metrics=[tf_keras.metrics.SparseCategoricalAccuracy("accuracy")],
                   steps_per_execution=steps_per_execution, jit_compile=jit_compile)
   return model
-
-
-def materialised_batches(trainer, count):
-  """`count` batches of the trainer's pipeline (epoch 0) held in memory, repeated."""
-  ds = trainer.pipeline.train_dataset(trainer.data.source, trainer.data.train, 0, SEED)
-  images, labels = zip(*ds.take(count))
-  return tf.data.Dataset.from_tensor_slices(
-      (tf.stack(images), tf.stack(labels))).repeat().prefetch(tf.data.AUTOTUNE)
 
 
 # -- timing ----------------------------------------------------------------------
@@ -173,25 +138,6 @@ class _FitTimer(tf_keras.callbacks.Callback):
       self.times.append(time.perf_counter())
 
 
-def trainer_chunk(trainer, iterator, loops, steps_per_loop, host_work=True):
-  """Seconds a step over `loops` loops, after one untimed loop; with `host_work`,
-  each loop is followed by what `Trainer.train_epoch` does with its results (the
-  running sums its progress bar shows; the bar's printing is not timed)."""
-  step = trainer.step
-
-  def one_loop():
-    result = step.loop(iterator, steps_per_loop)
-    if host_work:
-      float(result.losses.sum())
-      float(result.accuracies.sum())
-
-  one_loop()
-  start = time.perf_counter()
-  for _ in range(loops):
-    one_loop()
-  return (time.perf_counter() - start) / (loops * steps_per_loop)
-
-
 def fit_chunk(model, dataset, loops, steps_per_execution):
   """Seconds a step over `loops` executions of one `fit` call, after its first."""
   timer = _FitTimer(loops + 1)
@@ -201,28 +147,6 @@ def fit_chunk(model, dataset, loops, steps_per_execution):
   return (last - first) / (loops * steps_per_execution)
 
 
-def half_spread(times):
-  """|median of the first half - median of the second| / median: the noise."""
-  half = len(times) // 2
-  if half == 0:
-    return 0.0
-  return abs(statistics.median(times[:half]) - statistics.median(times[half:])) \
-      / statistics.median(times)
-
-
-def interleave(runs, rounds):
-  """{name: [seconds a step]} of `rounds` rounds: each round one chunk of every run,
-  the order reversed every other round; one untimed chunk of each first."""
-  for run in runs.values():
-    run()
-  times = {name: [] for name in runs}
-  names = list(runs)
-  for r in range(rounds):
-    for name in (names if r % 2 == 0 else names[::-1]):
-      times[name].append(runs[name]())
-  return times
-
-
 def compare(trainer, fit_models, dataset, loops, rounds, loop_alone=False):
   """{steps_per_loop: {trainer, fit (, loop_alone): seconds-a-step lists}}: the
   trainer's loop and fit models keyed by steps_per_execution, interleaved on one
@@ -230,13 +154,13 @@ def compare(trainer, fit_models, dataset, loops, rounds, loop_alone=False):
   iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
   runs = {}
   for n, model in fit_models.items():
-    runs[("trainer", n)] = functools.partial(trainer_chunk, trainer, iterator,
+    runs[("trainer", n)] = functools.partial(timing.trainer_chunk, trainer, iterator,
                                              loops[n], n)
     runs[("fit", n)] = functools.partial(fit_chunk, model, dataset, loops[n], n)
     if loop_alone:
-      runs[("loop_alone", n)] = functools.partial(trainer_chunk, trainer, iterator,
-                                                  loops[n], n, host_work=False)
-  times = interleave(runs, rounds)
+      runs[("loop_alone", n)] = functools.partial(
+          timing.trainer_chunk, trainer, iterator, loops[n], n, host_work=False)
+  times = timing.interleave(runs, rounds)
   return {n: {kind: times[(kind, m)] for kind, m in runs if m == n} for n in fit_models}
 
 
@@ -247,15 +171,11 @@ def summarise(times):
   row = {"trainer_ms_per_step": round(trainer_s * 1e3, 3),
          "fit_ms_per_step": round(fit_s * 1e3, 3),
          "fit_over_trainer": round(fit_s / trainer_s, 3),
-         "noise": round(max(half_spread(t) for t in times.values()), 3),
+         "noise": round(max(timing.half_spread(t) for t in times.values()), 3),
          "rounds": len(times["trainer"])}
   if "loop_alone" in times:
     row["loop_alone_ms_per_step"] = round(statistics.median(times["loop_alone"]) * 1e3, 3)
   return row
-
-
-def loops_for(steps, steps_per_loop):
-  return max(1, -(-steps // steps_per_loop))
 
 
 # -- the parts -------------------------------------------------------------------
@@ -264,26 +184,28 @@ def loops_for(steps, steps_per_loop):
 def bench_size(size, steps, rounds, steps_per_loop, model_dir, strategy,
                distinct_batches=16, jit_compile=False):
   """Trainer against fit at one `Size`."""
-  model_fn = functools.partial(registry.build, size.model, num_classes=NUM_CLASSES,
+  model_fn = functools.partial(registry.build, size.model,
+                               num_classes=timing.NUM_CLASSES,
                                input_shape=(size.image_size, size.image_size, 3))
-  trainer = build_trainer(model_fn, size.image_size, size.batch_size, steps_per_loop,
-                          model_dir, strategy, jit_compile)
+  trainer = timing.build_trainer(model_fn, size.image_size, size.batch_size,
+                                 steps_per_loop, model_dir, strategy, jit_compile)
   fit_model = build_fit_model(trainer, steps_per_loop, jit_compile)
-  dataset = materialised_batches(
+  dataset = timing.materialised_batches(
       trainer, min(distinct_batches, trainer.length.steps_per_epoch))
   times = compare(trainer, {steps_per_loop: fit_model}, dataset,
-                  {steps_per_loop: loops_for(steps, steps_per_loop)}, rounds)
+                  {steps_per_loop: timing.loops_for(steps, steps_per_loop)}, rounds)
   row = summarise(times[steps_per_loop])
   row.update(model=size.model, image_size=size.image_size, batch_size=size.batch_size,
              steps_per_loop=steps_per_loop,
-             timed_steps_a_chunk=loops_for(steps, steps_per_loop) * steps_per_loop)
+             timed_steps_a_chunk=(timing.loops_for(steps, steps_per_loop)
+                                  * steps_per_loop))
   return row
 
 
 def tiny_model(image_size=8):
   """One Dense layer on 8x8x3 images: a step's compute is a few microseconds."""
   inputs = tf_keras.Input((image_size, image_size, 3))
-  outputs = tf_keras.layers.Dense(NUM_CLASSES, name="logits")(
+  outputs = tf_keras.layers.Dense(timing.NUM_CLASSES, name="logits")(
       tf_keras.layers.Flatten()(inputs))
   return tf_keras.Model(inputs, outputs, name="tiny")
 
@@ -291,18 +213,19 @@ def tiny_model(image_size=8):
 def bench_host(steps_per_loops, steps, rounds, model_dir, strategy, distinct_batches=16,
                jit_compile=False):
   """{steps_per_loop: row}: trainer against fit on the tiny model."""
-  trainer = build_trainer(tiny_model, 8, 8, max(steps_per_loops), model_dir, strategy,
-                          jit_compile)
+  trainer = timing.build_trainer(tiny_model, 8, 8, max(steps_per_loops), model_dir,
+                                 strategy, jit_compile)
   fit_models = {n: build_fit_model(trainer, n, jit_compile) for n in steps_per_loops}
-  dataset = materialised_batches(trainer, distinct_batches)
+  dataset = timing.materialised_batches(trainer, distinct_batches)
   times = compare(trainer, fit_models, dataset,
-                  {n: loops_for(steps, n) for n in steps_per_loops}, rounds,
+                  {n: timing.loops_for(steps, n) for n in steps_per_loops}, rounds,
                   loop_alone=True)
-  return {n: dict(summarise(times[n]), timed_steps_a_chunk=loops_for(steps, n) * n)
+  return {n: dict(summarise(times[n]),
+                  timed_steps_a_chunk=timing.loops_for(steps, n) * n)
           for n in steps_per_loops}
 
 
-def write_jpegs(root, count, side, classes=NUM_CLASSES, seed=SEED):
+def write_jpegs(root, count, side, classes=timing.NUM_CLASSES, seed=timing.SEED):
   """`count` smooth random JPEGs (quality 90) of `side`^2 in `classes` folders."""
   rng = np.random.default_rng(seed)
   for c in range(classes):
@@ -318,7 +241,7 @@ def write_jpegs(root, count, side, classes=NUM_CLASSES, seed=SEED):
 def epoch_seconds(pipeline, source, indices, epoch):
   """Seconds to iterate one training epoch of `pipeline` (no model)."""
   start = time.perf_counter()
-  for _ in pipeline.train_dataset(source, indices, epoch, SEED):
+  for _ in pipeline.train_dataset(source, indices, epoch, timing.SEED):
     pass
   return time.perf_counter() - start
 
@@ -339,14 +262,15 @@ def bench_cache(root, image_size, batch_size, epochs):
     epoch[name] += 1
     return seconds
 
-  times = interleave({name: functools.partial(run, name) for name in pipelines}, epochs)
+  times = timing.interleave(
+      {name: functools.partial(run, name) for name in pipelines}, epochs)
   cached, uncached = (statistics.median(times[k]) for k in ("cached", "uncached"))
   return {"images": len(indices), "image_size": image_size, "batch_size": batch_size,
           "cached_ms_per_epoch": round(cached * 1e3, 1),
           "uncached_ms_per_epoch": round(uncached * 1e3, 1),
           "uncached_over_cached": round(uncached / cached, 2),
-          "noise": round(max(half_spread(times["cached"]),
-                             half_spread(times["uncached"])), 3),
+          "noise": round(max(timing.half_spread(times["cached"]),
+                             timing.half_spread(times["uncached"])), 3),
           "epochs": epochs}
 
 
@@ -366,9 +290,9 @@ def check_flags():
     value = getattr(FLAGS, name)
     if value is not None and value < 1:
       raise app.UsageError(f"--{name}={value} must be >= 1")
-  if FLAGS.cache_images < 2 * NUM_CLASSES + FLAGS.cache_batch_size:
+  if FLAGS.cache_images < 2 * timing.NUM_CLASSES + FLAGS.cache_batch_size:
     raise app.UsageError(f"--cache_images={FLAGS.cache_images} must be at least "
-                         f"{2 * NUM_CLASSES + FLAGS.cache_batch_size}")
+                         f"{2 * timing.NUM_CLASSES + FLAGS.cache_batch_size}")
   try:
     spls = [int(n) for n in FLAGS.host_steps_per_loop]
   except ValueError:
@@ -378,15 +302,10 @@ def check_flags():
   return sorted(set(spls))
 
 
-def release():
-  """Drops Keras's global state between parts (models built so far are done)."""
-  tf_keras.backend.clear_session()
-
-
 def main(argv):
   del argv
   host_spls = check_flags()
-  default_spl = default_steps_per_loop()
+  default_spl = timing.default_steps_per_loop()
   steps_per_loop = FLAGS.steps_per_loop or default_spl
   strategy = strategies.make_strategy("auto")
   threads = tf.config.threading.get_intra_op_parallelism_threads() or "all"
@@ -406,7 +325,7 @@ def main(argv):
         rows[name] = bench_size(size, FLAGS.steps or size.steps, FLAGS.rounds,
                                 steps_per_loop, model_dir, strategy,
                                 FLAGS.distinct_batches, FLAGS.jit_compile)
-        release()
+        timing.release()
         print(f"  {name}: done", flush=True)
       print(f"\n{'size':<32}{'trainer ms':>12}{'fit ms':>10}{'fit/trainer':>13}"
             f"{'noise':>8}")
@@ -419,7 +338,7 @@ def main(argv):
     if "host" in FLAGS.parts:
       rows = bench_host(host_spls, FLAGS.host_steps, FLAGS.host_rounds, model_dir,
                         strategy, FLAGS.distinct_batches, FLAGS.jit_compile)
-      release()
+      timing.release()
       print("\nHost overhead a step (one Dense layer on 8x8x3, batch 8; "
             f"{FLAGS.host_rounds} interleaved chunks each):")
       print(f"{'steps_per_loop':<16}{'trainer ms':>12}{'loop alone':>12}{'fit ms':>10}"

@@ -17,14 +17,6 @@ class TrainerBenchmarkTest(tf.test.TestCase):
     if not flags.FLAGS.is_parsed():
       flags.FLAGS.mark_as_parsed()
 
-  def test_interleave_alternates_order_after_an_untimed_chunk(self):
-    calls = []
-    runs = {name: (lambda name=name: calls.append(name) or 1.0) for name in "ab"}
-    times = trainer_benchmark.interleave(runs, 3)
-    self.assertEqual("".join(calls), "ab" + "ab" + "ba" + "ab")
-    self.assertEqual(times, {"a": [1.0] * 3, "b": [1.0] * 3})
-    self.assertAlmostEqual(trainer_benchmark.half_spread([1.0, 1.0, 2.0, 2.0]), 2 / 3)
-
   def test_every_part_at_a_tiny_size(self):
     output = os.path.join(self.get_temp_dir(), "figures.json")
     with flagsaver.flagsaver(sizes=["nano16"], steps=1, rounds=1, distinct_batches=2,
