@@ -13,10 +13,11 @@ In one process:
   (`CASES`), in three variants: float32, float32 with XLA (`Runtime.jit_compile`), and
   `Runtime.mixed_precision="mixed_bfloat16"`. Chunks of each variant alternate, the
   order flipped every round; the first chunk of each is untimed (tracing, compiling).
-  Prints images a second and what fraction of the float32 matmul rate that is, from
-  the model's training FLOPs: 3 x the forward pass's (backward = 2 x forward, the usual
-  count), the forward counted by TensorFlow's profiler (`float_operation`: 2 FLOPs a
-  multiply-add in convolutions and matmuls, plus the element-wise ops it knows).
+  Prints images a second and what fraction of the matmul rate (in the variant's
+  compute dtype) that is, from the model's training FLOPs: 3 x the forward pass's
+  (backward = 2 x forward, the usual count), the forward counted by TensorFlow's
+  profiler (`float_operation`: 2 FLOPs a multiply-add in convolutions and matmuls,
+  plus the element-wise ops it knows).
 - With `--timm_python` (an interpreter with PyTorch and timm, outside the project),
   the same architecture in timm (`benchmarks/peer_timm.py`) takes part in the same
   alternation, where timm has the model; `ours / timm` is the speed ratio.
@@ -273,7 +274,8 @@ def print_training(rows, matmul):
     flops = row["training_gflops_per_image"] * 1e9
     for name in FLAGS.variants:
       ips = v[name]["images_per_second"]
-      line += f"{ips:>15.1f}{ips * flops / matmul:>7.1%}"
+      peak = matmul["bfloat16" if VARIANTS[name][1] else "float32"]
+      line += f"{ips:>15.1f}{ips * flops / peak:>7.1%}"
     if FLAGS.timm_python:
       ours = [v[n]["images_per_second"] for n in ("fp32", "fp32_xla") if n in v]
       if "timm" in v and ours:
@@ -283,8 +285,8 @@ def print_training(rows, matmul):
         line += f"{'-':>12}{'-':>11}"
     line += f"{max(x['noise'] for x in v.values()):>7.1%}"
     print(line)
-  print("(peak: training FLOP/s as a fraction of the float32 matmul rate; "
-        "ours/timm: our faster float32 variant over timm's float32)")
+  print("(peak: training FLOP/s as a fraction of the matmul rate in the variant's "
+        "compute dtype; ours/timm: our faster float32 variant over timm's float32)")
 
 
 def main(argv):
@@ -313,10 +315,10 @@ def main(argv):
           os.path.join(tmp, name), strategy, FLAGS.timm_python)
       timing.release()
     if summary["training"]:
-      print_training(summary["training"], matmul["float32"])
+      print_training(summary["training"], matmul)
       versions = {r["timm_version"] for r in summary["training"].values() if r["timm"]}
       if versions:
-        print(f"(timm: {', '.join(sorted(versions))})")
+        print(f"(timm: {', '.join(v.replace('ready ', '') for v in sorted(versions))})")
     if FLAGS.inference_models:
       print("\nexporting " + ", ".join(FLAGS.inference_models) + " ...", flush=True)
       rows = bench_inference(FLAGS.inference_models, FLAGS.inference_rounds,

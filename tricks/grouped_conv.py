@@ -9,10 +9,10 @@ each convolved with its own C_out / G filters:
 the HWIO kernel W holding C / G input channels. Two ways to run it, same numbers up to
 float summation order:
 
-- "native": one `tf.nn.convolution` with the grouped kernel (cuDNN on GPU, oneDNN on
-  CPU). TensorFlow's CPU kernel has grouped gradients only through oneDNN (on by
-  default on x86 Linux; `TF_ENABLE_ONEDNN_OPTS=0` turns it off, and other builds may
-  lack it).
+- "native": one `tf.nn.convolution` with the grouped kernel (cuDNN on GPU, XLA's
+  feature groups on TPU, oneDNN on CPU). TensorFlow's CPU kernel has grouped
+  gradients only through oneDNN (on by default on x86 Linux; `TF_ENABLE_ONEDNN_OPTS=0`
+  turns it off, and other builds may lack it).
 - "split": one ordinary convolution per group, concatenated: fast everywhere, and what
   XLA compiles well on CPU, whose own grouped convolution is 10-60x slower than either
   (measured on this project's 2-core CPU: 463 ms against 71 ms forward and backward for
@@ -59,8 +59,8 @@ def in_xla_context():
 
 def kernel_for(groups):
   """The kernel a grouped convolution traced now should use: "native" or "split"."""
-  if groups == 1 or tf.config.list_physical_devices("GPU"):
-    return "native"  # cuDNN's grouped convolution, with or without XLA
+  if groups == 1 or any(tf.config.list_physical_devices(d) for d in ("GPU", "TPU")):
+    return "native"  # cuDNN's, or XLA's on TPU (feature groups are native there)
   if in_xla_context():
     return "split"
   return "native" if native_cpu_gradients() else "split"
