@@ -3,6 +3,7 @@ interleaved chunks with a noise estimate."""
 
 import dataclasses
 import functools
+import json
 import statistics
 import time
 
@@ -98,3 +99,12 @@ def loops_for(steps, steps_per_loop):
 def release():
   """Drops Keras's global state between parts (models built so far are done)."""
   tf_keras.backend.clear_session()
+
+
+def end_report(summary, output=None):
+  """The closing line on noise; `summary` written to `output` as JSON when given."""
+  print("\n(noise: how far the medians of the first and second half of the rounds "
+        "differ; ratios within it are noise)")
+  if output:
+    with open(output, "w") as f:
+      json.dump(summary, f, indent=2)

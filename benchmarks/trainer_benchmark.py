@@ -39,7 +39,6 @@ half of its rounds differ. A benchmark, not a test: figures vary with the machin
 
 import dataclasses
 import functools
-import json
 import os
 import statistics
 import tempfile
@@ -367,11 +366,7 @@ def main(argv):
             f"{row['uncached_ms_per_epoch']:.0f} ms: uncached / cached "
             f"{row['uncached_over_cached']:.2f} (noise {row['noise']:.1%})")
       summary["cache"] = row
-  print("\n(noise: how far the medians of the first and second half of the rounds "
-        "differ; ratios within it are noise)")
-  if FLAGS.output:
-    with open(FLAGS.output, "w") as f:
-      json.dump(summary, f, indent=2)
+  timing.end_report(summary, FLAGS.output)
 
 
 if __name__ == "__main__":

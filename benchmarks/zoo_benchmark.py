@@ -31,7 +31,6 @@ its rounds differ). A benchmark, not a test: figures vary with the machine.
 
 import dataclasses
 import functools
-import json
 import os
 import statistics
 import subprocess
@@ -41,6 +40,7 @@ from typing import Optional
 
 from absl import app
 from absl import flags
+from absl import logging
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -292,7 +292,8 @@ def print_training(rows, matmul):
 def main(argv):
   del argv
   check_flags()
-  tf.get_logger().setLevel("ERROR")  # the v1 profiler's and SavedModel's chatter
+  logging.set_verbosity(logging.WARNING)  # SavedModel's chatter
+  tf.get_logger().setLevel("ERROR")  # the v1 profiler's deprecation warnings
   strategy = strategies.make_strategy("auto")
   threads = tf.config.threading.get_intra_op_parallelism_threads() or "all"
   print(f"{strategy.__class__.__name__} on "
@@ -333,11 +334,7 @@ def main(argv):
               + "".join(f"{row[str(b)]['images_per_second']:>17.1f}"
                         for b in INFERENCE_BATCHES)
               + f"{max(row[str(b)]['noise'] for b in INFERENCE_BATCHES):>7.1%}")
-  print("\n(noise: how far the medians of the first and second half of the rounds "
-        "differ; ratios within it are noise)")
-  if FLAGS.output:
-    with open(FLAGS.output, "w") as f:
-      json.dump(summary, f, indent=2)
+  timing.end_report(summary, FLAGS.output)
 
 
 if __name__ == "__main__":
