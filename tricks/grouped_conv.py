@@ -12,9 +12,10 @@ float summation order:
 - "native": one `tf.nn.convolution` with the grouped kernel (cuDNN on GPU, XLA's
   feature groups on TPU, oneDNN on CPU). TensorFlow's CPU kernel has grouped
   gradients only through oneDNN (on by default on x86 Linux; `TF_ENABLE_ONEDNN_OPTS=0`
-  turns it off, and other builds may lack it).
-- "split": one ordinary convolution per group, concatenated: fast everywhere, and what
-  XLA compiles well on CPU, whose own grouped convolution is 10-60x slower than either
+  turns it off, and other builds may lack it), and only in float32 and bfloat16: a
+  float16 grouped gradient on CPU fails ("filter_size does not have enough elements").
+- "split": one ordinary convolution per group, concatenated: fast everywhere, what
+  the CPU differentiates in every dtype, and what XLA compiles well on CPU, whose own grouped convolution is 10-60x slower than either
   (measured on this project's 2-core CPU: 463 ms against 71 ms forward and backward for
   8x32x32x256 at 2 groups; 795 ms against 27 ms for 8x8x8x1536 at 12).
 
@@ -32,18 +33,20 @@ KERNELS = ("native", "split")
 
 
 @functools.lru_cache(maxsize=None)
-def native_cpu_gradients():
-  """Whether this TensorFlow build differentiates a grouped convolution on the CPU."""
+def native_cpu_gradients(dtype="float32"):
+  """Whether this TensorFlow build differentiates a grouped convolution of `dtype` on
+  the CPU (with oneDNN: float32 and bfloat16, not float16)."""
   # Raw gradient ops: `init_scope` (out of any trace, into eager) pauses tapes.
   with tf.init_scope(), tf.device("/CPU:0"):
-    dy = tf.ones([1, 5, 5, 4])  # a 1x1 or whole-image kernel would take a matmul path
-    kernel = tf.ones([3, 3, 2, 4])
+    dy = tf.ones([1, 5, 5, 4], dtype)  # a 1x1 or whole-image kernel takes a matmul path
+    kernel = tf.ones([3, 3, 2, 4], dtype)
     try:
       tf.raw_ops.Conv2DBackpropInput(input_sizes=[1, 5, 5, 4], filter=kernel,
                                      out_backprop=dy, strides=[1, 1, 1, 1], padding="SAME")
       tf.raw_ops.Conv2DBackpropFilter(input=dy, filter_sizes=[3, 3, 2, 4],
                                       out_backprop=dy, strides=[1, 1, 1, 1], padding="SAME")
-    except (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError):
+    except (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError,
+            tf.errors.NotFoundError):
       return False
   return True
 
@@ -57,20 +60,21 @@ def in_xla_context():
   return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
-def kernel_for(groups):
-  """The kernel a grouped convolution traced now should use: "native" or "split"."""
+def kernel_for(groups, dtype="float32"):
+  """The kernel a grouped convolution of `dtype` traced now should use: "native" or
+  "split"."""
   if groups == 1 or any(tf.config.list_physical_devices(d) for d in ("GPU", "TPU")):
     return "native"  # cuDNN's, or XLA's on TPU (feature groups are native there)
   if in_xla_context():
     return "split"
-  return "native" if native_cpu_gradients() else "split"
+  return "native" if native_cpu_gradients(tf.as_dtype(dtype).name) else "split"
 
 
 def grouped_conv2d(inputs, kernel, groups, strides=1, padding="SAME", dilations=1,
                    data_format="NHWC", method=None):
   """`tf.nn.convolution` of `inputs` with an HWIO `kernel` of in_channels / `groups`
   inputs; `method` "native" or "split" forces a kernel, None picks `kernel_for`."""
-  method = method or kernel_for(groups)
+  method = method or kernel_for(groups, inputs.dtype)
   if method not in KERNELS:
     raise ValueError(f"grouped_conv2d method={method!r}: use one of {KERNELS} or None")
   conv = functools.partial(tf.nn.convolution, strides=strides, padding=padding,

@@ -83,6 +83,28 @@ class GroupedConvTest(tf.test.TestCase, parameterized.TestCase):
     tf.function(trace("xla"), jit_compile=True)(tf.ones(1))
     native = "native" if grouped_conv.native_cpu_gradients() else "split"
     self.assertEqual(chosen, {"graph": native, "xla": "split"})
+    # TensorFlow's CPU kernels have no grouped float16 gradient.
+    self.assertFalse(grouped_conv.native_cpu_gradients("float16"))
+    self.assertEqual(grouped_conv.kernel_for(4, tf.float16), "split")
+
+  @parameterized.parameters("mixed_float16", "mixed_bfloat16")
+  def test_layer_trains_in_mixed_precision(self, policy):
+    """The float16 case failed inside TensorFlow before the kernel choice knew dtypes."""
+    layer = grouped_conv.GroupedConv2D(8, 3, groups=4, padding="same", dtype=policy)
+    reference = grouped_conv.GroupedConv2D(8, 3, groups=4, padding="same")
+    x = tf.random.stateless_normal([2, 6, 6, 8], seed=[3, 4])
+    layer(x)
+    reference(x)
+    reference.set_weights(layer.get_weights())
+
+    @tf.function
+    def grads(layer):
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.cast(layer(x), tf.float32) ** 2)
+      return tape.gradient(loss, layer.trainable_weights)
+
+    for got, want in zip(grads(layer), grads(reference)):
+      self.assertAllClose(got, want, rtol=5e-2, atol=5e-1)
 
   def test_unknown_method(self):
     with self.assertRaisesRegex(ValueError, "method='fast'"):
