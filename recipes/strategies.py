@@ -15,28 +15,56 @@ def configure_devices(gpu_memory_growth=False):
       tf.config.experimental.set_memory_growth(gpu, True)
 
 
-def make_strategy(name, tpu=""):
+def split_cpu(cpu_replicas):
+  """Splits the CPU into `cpu_replicas` logical devices (before the runtime starts)."""
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(cpu_replicas)])
+
+
+def make_strategy(name, tpu="", cpu_replicas=1):
   """The tf.distribute strategy called `name` (one of NAMES).
 
   auto: MirroredStrategy over all local GPUs when there are several, else one device.
   one_device: the first GPU, or the CPU. mirrored: MirroredStrategy over local GPUs
-  (the CPU without). multi_worker_mirrored: the cluster in TF_CONFIG. tpu: `tpu` is
-  the TPU's name or grpc:// address ("local" on a TPU VM).
+  (the CPU without; with `cpu_replicas` > 1, over that many logical CPU devices, so a
+  machine without GPUs runs the multi-replica code path). multi_worker_mirrored: the
+  cluster in TF_CONFIG. tpu: `tpu` is the TPU's name or grpc:// address ("local" on a
+  TPU VM).
+
+  Call it before anything else runs on the devices: it asks only for physical
+  devices, so the runtime starts with the strategy (collective ops for
+  multi_worker_mirrored, and the CPU split, must be configured before it starts).
   """
-  gpus = tf.config.list_logical_devices("GPU")
+  if name not in NAMES:
+    raise ConfigError(f"unknown --strategy={name!r}; choose one of {', '.join(NAMES)}")
+  if isinstance(cpu_replicas, bool) or not isinstance(cpu_replicas, int) or \
+      cpu_replicas < 1:
+    raise ConfigError(f"--cpu_replicas={cpu_replicas!r} must be a whole number >= 1")
+  gpus = tf.config.list_physical_devices("GPU")
+  if cpu_replicas > 1:
+    if name != "mirrored":
+      raise ConfigError(f"--cpu_replicas={cpu_replicas} splits the CPU for "
+                        f"--strategy=mirrored, not --strategy={name}; add "
+                        "--strategy=mirrored or drop --cpu_replicas")
+    if gpus:
+      raise ConfigError(f"--cpu_replicas={cpu_replicas} is for machines without GPUs; "
+                        f"this one has {len(gpus)}: drop --cpu_replicas")
   if name == "auto":
     name = "mirrored" if len(gpus) > 1 else "one_device"
   if name == "one_device":
-    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
   if name == "mirrored":
+    if cpu_replicas > 1:
+      split_cpu(cpu_replicas)
+      return tf.distribute.MirroredStrategy(
+          [f"/cpu:{i}" for i in range(cpu_replicas)])
     return tf.distribute.MirroredStrategy()
   if name == "multi_worker_mirrored":
     return tf.distribute.MultiWorkerMirroredStrategy()
-  if name == "tpu":
-    if not tpu:
-      raise ConfigError("--strategy=tpu needs --tpu=<name, grpc:// address or 'local'>")
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
-    return tf.distribute.TPUStrategy(resolver)
-  raise ConfigError(f"unknown --strategy={name!r}; choose one of {', '.join(NAMES)}")
+  if not tpu:
+    raise ConfigError("--strategy=tpu needs --tpu=<name, grpc:// address or 'local'>")
+  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+  tf.config.experimental_connect_to_cluster(resolver)
+  tf.tpu.experimental.initialize_tpu_system(resolver)
+  return tf.distribute.TPUStrategy(resolver)

@@ -5,6 +5,8 @@
     --model_dir      where the run is written; rerunning on it resumes.
     --strategy       auto | one_device | mirrored | multi_worker_mirrored | tpu
     --tpu            the TPU for --strategy=tpu.
+    --cpu_replicas   with --strategy=mirrored on a machine without GPUs: split the CPU
+                     into this many replicas (the multi-replica code path on a laptop).
 
 Bad input (a flag or Gin mistake, a wrong type, a zero or negative size or rate, a
 missing data set, a mismatched model, an unwritable or busy model_dir) ends the run
@@ -47,6 +49,8 @@ flags.DEFINE_string("model_dir", None,
                     "Output directory; default runs/<first gin file's name>.")
 flags.DEFINE_enum("strategy", "auto", strategies.NAMES, "tf.distribute strategy.")
 flags.DEFINE_string("tpu", "", "TPU name or address for --strategy=tpu.")
+flags.DEFINE_integer("cpu_replicas", 1, "--strategy=mirrored without GPUs: logical CPU "
+                     "devices to mirror over.", lower_bound=1)
 
 # Where relative paths given by a user are looked for: `bazel run` starts in the
 # runfiles tree, but a user means their own working directory.
@@ -168,7 +172,7 @@ def main(argv):
     try:
       # Device settings go first: nothing may touch the devices before them.
       strategies.configure_devices(gpu_memory_growth=experiment.Runtime().gpu_memory_growth)
-      strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu)
+      strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.cpu_replicas)
       metrics = run(model_dir, strategy)
     except (ValueError, RuntimeError) as e:
       if isinstance(e, ConfigError) or "Required bindings" not in str(e):
