@@ -19,9 +19,12 @@ float summation order:
   (measured on this project's 2-core CPU: 463 ms against 71 ms forward and backward for
   8x32x32x256 at 2 groups; 795 ms against 27 ms for 8x8x8x1536 at 12).
 
-tf_keras's `Conv2D` sends every `groups > 1` convolution through a nested
-`tf.function(jit_compile=True)`, i.e. XLA's slow CPU path; `GroupedConv2D` is that
-layer without it, choosing the kernel when it is traced (`kernel_for`).
+- "xla": tf_keras's own path, a nested `tf.function(jit_compile=True)`: slow on CPU,
+  kept for bfloat16 and float16 there, where native and split both gave non-finite
+  NFNet-nano gradients in bfloat16 (25-58 of 60 fresh steps, against 0 of 60 this way).
+
+tf_keras's `Conv2D` sends every `groups > 1` convolution through "xla"; `GroupedConv2D`
+is that layer choosing the kernel when it is traced (`kernel_for`).
 """
 
 import functools
@@ -29,7 +32,7 @@ import functools
 import tensorflow as tf
 import tf_keras
 
-KERNELS = ("native", "split")
+KERNELS = ("native", "split", "xla")
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,19 +64,26 @@ def in_xla_context():
 
 
 def kernel_for(groups, dtype="float32"):
-  """The kernel a grouped convolution of `dtype` traced now should use: "native" or
-  "split"."""
+  """The kernel a grouped convolution of `dtype` traced now should use: "native",
+  "split" or "xla"."""
   if groups == 1 or any(tf.config.list_physical_devices(d) for d in ("GPU", "TPU")):
     return "native"  # cuDNN's, or XLA's on TPU (feature groups are native there)
+  float32 = tf.as_dtype(dtype) == tf.float32
   if in_xla_context():
-    return "split"
-  return "native" if native_cpu_gradients(tf.as_dtype(dtype).name) else "split"
+    return "split" if float32 else "native"
+  if not float32:
+    # bfloat16 / float16 on CPU: tf_keras's own path (a nested XLA function). Native
+    # and split both gave non-finite NFNet-nano gradients in bfloat16 (25-58 of 60
+    # fresh steps, against 0 of 60 through XLA); float16 has no native gradient.
+    return "xla"
+  return "native" if native_cpu_gradients() else "split"
 
 
 def grouped_conv2d(inputs, kernel, groups, strides=1, padding="SAME", dilations=1,
                    data_format="NHWC", method=None):
   """`tf.nn.convolution` of `inputs` with an HWIO `kernel` of in_channels / `groups`
-  inputs; `method` "native" or "split" forces a kernel, None picks `kernel_for`."""
+  inputs; `method` ("native", "split", "xla") forces a kernel, None picks
+  `kernel_for`."""
   method = method or kernel_for(groups, inputs.dtype)
   if method not in KERNELS:
     raise ValueError(f"grouped_conv2d method={method!r}: use one of {KERNELS} or None")
@@ -81,6 +91,8 @@ def grouped_conv2d(inputs, kernel, groups, strides=1, padding="SAME", dilations=
                            dilations=dilations, data_format=data_format)
   if groups == 1 or method == "native":
     return conv(inputs, kernel)
+  if method == "xla":
+    return tf.function(conv, jit_compile=True, autograph=False)(inputs, kernel)
   channel_axis = -1 if data_format.endswith("C") else 1
   parts = zip(tf.split(inputs, groups, axis=channel_axis),
               tf.split(kernel, groups, axis=-1))

@@ -85,7 +85,8 @@ class GroupedConvTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(chosen, {"graph": native, "xla": "split"})
     # TensorFlow's CPU kernels have no grouped float16 gradient.
     self.assertFalse(grouped_conv.native_cpu_gradients("float16"))
-    self.assertEqual(grouped_conv.kernel_for(4, tf.float16), "split")
+    self.assertEqual(grouped_conv.kernel_for(4, tf.float16), "xla")
+    self.assertEqual(grouped_conv.kernel_for(4, tf.bfloat16), "xla")
 
   @parameterized.parameters("mixed_float16", "mixed_bfloat16")
   def test_layer_trains_in_mixed_precision(self, policy):
