@@ -1,0 +1,90 @@
+"""What a launch is: one recipe, run by N workers, on one engine.
+
+Every backend (local processes, Kubernetes, Vertex AI, Cloud TPU VMs, Slurm) turns a
+`Job` into what it submits; each worker runs the same command line, the recipe's entry
+(`python3 -m recipes.train`) with the recipe's Gin file, the strategy and model_dir,
+and the user's recipe flags. Nothing here imports the recipes: a worker is a process.
+"""
+
+import dataclasses
+import re
+from typing import Tuple
+
+
+# Where the image keeps the workspace (its sources and Gin files) and its interpreter:
+# //launch/image builds it so; every cluster backend runs the recipe from here.
+IMAGE_WORKDIR = "/opt/zoo"
+IMAGE_PYTHON = "python3"
+
+# Kubernetes object names (RFC 1123 labels): lower case, digits and '-', at most 63.
+
+
+class LaunchError(ValueError):
+  """Bad launch input: the launcher prints its one line and exits with status 2.
+  (Its own type: nothing imports recipes/, a worker is a process.)"""
+
+
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,46}[a-z0-9])?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+  """One launch.
+
+  name: the job's name on the engine (lower case, digits, '-'; at most 48 characters,
+    so derived names such as `<name>-worker-0` stay valid Kubernetes names).
+  recipe: the recipe's name, e.g. "nfnet_long_tail" (its Gin file is
+    recipes/<recipe>.gin).
+  recipe_args: further flags for recipes.train (--gin_bindings=..., ...).
+  workers: processes that train together (multi_worker_mirrored); the first is the
+    chief, the one that writes the run's outputs.
+  model_dir: where the run is written: a path every worker reaches (a shared volume, or
+    a gs:// bucket path on Google Cloud).
+  image: the container image (cluster backends).
+  accelerator: the engine's accelerator type ("" for CPU only): Kubernetes node
+    selector value (e.g. nvidia-tesla-a100), Vertex enum (NVIDIA_TESLA_A100), TPU type
+    (v4-8), or Slurm GPU type.
+  accelerators_per_worker: GPUs each worker uses (0: CPU).
+  machine_type: the engine's machine type (Vertex: n1-standard-8, ...).
+  """
+  name: str
+  recipe: str
+  workers: int = 1
+  model_dir: str = ""
+  recipe_args: Tuple[str, ...] = ()
+  image: str = ""
+  accelerator: str = ""
+  accelerators_per_worker: int = 0
+  machine_type: str = ""
+
+  def __post_init__(self):
+    if not _NAME.match(self.name):
+      raise LaunchError(f"--name={self.name!r} is not a valid job name; use lower case "
+                        "letters, digits and '-', starting with a letter, at most 48 "
+                        "characters (e.g. --name=nfnet-long-tail)")
+    if not re.match(r"^[a-z][a-z0-9_]*$", self.recipe):
+      raise LaunchError(f"--recipe={self.recipe!r} is not a recipe name; give a target "
+                        "name of //recipes, e.g. --recipe=nfnet_long_tail")
+    if isinstance(self.workers, bool) or not isinstance(self.workers, int) or \
+        self.workers < 1:
+      raise LaunchError(f"--workers={self.workers!r} must be a whole number >= 1")
+    if isinstance(self.accelerators_per_worker, bool) or \
+        not isinstance(self.accelerators_per_worker, int) or \
+        self.accelerators_per_worker < 0:
+      raise LaunchError(f"--accelerators_per_worker={self.accelerators_per_worker!r} must "
+                        "be a whole number >= 0")
+
+  @property
+  def gin_file(self):
+    return f"recipes/{self.recipe}.gin"
+
+  def train_args(self, strategy="multi_worker_mirrored", extra=()):
+    """The flags of recipes.train every worker runs with."""
+    args = [f"--gin_file={self.gin_file}", f"--strategy={strategy}"]
+    if self.model_dir:
+      args.append(f"--model_dir={self.model_dir}")
+    return args + list(extra) + list(self.recipe_args)
+
+  def command(self, strategy="multi_worker_mirrored", extra=(), python=IMAGE_PYTHON):
+    """argv of one worker: `python3 -m recipes.train <train_args>`."""
+    return [python, "-m", "recipes.train"] + self.train_args(strategy, extra)
