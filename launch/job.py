@@ -88,3 +88,14 @@ class Job:
   def command(self, strategy="multi_worker_mirrored", extra=(), python=IMAGE_PYTHON):
     """argv of one worker: `python3 -m recipes.train <train_args>`."""
     return [python, "-m", "recipes.train"] + self.train_args(strategy, extra)
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+  """One thing a cluster backend does to submit: write `files` ((name, text) pairs)
+  into a fresh directory, then run `argv` there (`{dir}` in an argument is replaced by
+  that directory), feeding it `stdin`. `--dry_run` prints the files and the command
+  instead of running them."""
+  argv: Tuple[str, ...]
+  files: Tuple[Tuple[str, str], ...] = ()
+  stdin: str = ""
