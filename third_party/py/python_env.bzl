@@ -8,6 +8,12 @@ the lock file, so editing the lock re-runs it; `:stamp.txt` holds the lock's dig
 every target depends on it through `:pkgs`, so no cached test survives a dependency
 change. Rules_python would replace this file and `defs.bzl` alone.
 
+Which lock: `locks` maps names to lock labels, and the environment variable
+ZOO_PYTHON_LOCK names one (`cpu` when unset; `--config=gpu` sets `gpu` through
+`--repo_env`). Changing it rebuilds the environment. Only the chosen lock is read, so
+editing another lock leaves this environment alone (a label attribute would not:
+Bazel re-runs a repository rule when any file its label attributes name changes).
+
 Each package of the lock file is also a `py_library` named by its normalised name
 (`names.bzl`: lower case, runs of `-_.` become `_`), e.g. `@pypi//:tf_keras`, which
 `requirement("tf-keras")` returns; it depends on `:pkgs`. A BUILD file that names a
@@ -87,16 +93,26 @@ def _run(rctx, args, what, timeout = 600, quiet = True):
         ))
     return result
 
+def _lock_label(rctx):
+    name = rctx.os.environ.get("ZOO_PYTHON_LOCK", "") or "cpu"
+    if name not in rctx.attr.locks:
+        fail("python_env: ZOO_PYTHON_LOCK={} names no lock; set one of {} (--config=gpu sets gpu)".format(
+            repr(name),
+            ", ".join(sorted(rctx.attr.locks)),
+        ))
+    return Label(rctx.attr.locks[name])
+
 def _python_env_impl(rctx):
     python = rctx.which(rctx.attr.python)
     if not python:
         fail("python_env: no `{}` on PATH; install Python 3.11 with venv (Debian: apt-get install python3 python3-venv).".format(rctx.attr.python))
-    lock = rctx.path(rctx.attr.lock)
+    lock_label = _lock_label(rctx)
+    lock = rctx.path(lock_label)
     packages = _package_targets(rctx.read(lock))  # before the long install: fail fast
     venv = rctx.path("venv")
     _run(rctx, [python, "-m", "venv", "--clear", venv], "creating the virtual environment")
     interpreter = rctx.path("venv/bin/python3")
-    rctx.report_progress("pip install --require-hashes -r {}".format(rctx.attr.lock.name))
+    rctx.report_progress("pip install --require-hashes -r {}".format(lock_label.name))
     _run(
         rctx,
         [
@@ -125,9 +141,10 @@ _DIGEST = "import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], 'rb').rea
 python_env = repository_rule(
     implementation = _python_env_impl,
     attrs = {
-        "lock": attr.label(mandatory = True, allow_single_file = True),
+        # Strings, not labels: see the module docstring.
+        "locks": attr.string_dict(mandatory = True, doc = "ZOO_PYTHON_LOCK's values (`cpu` the default) to lock labels."),
         "python": attr.string(default = "python3"),
         "timeout": attr.int(default = 3600),
     },
-    environ = ["PATH", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE"],
+    environ = ["PATH", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE", "ZOO_PYTHON_LOCK"],
 )
