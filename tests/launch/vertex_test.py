@@ -1,0 +1,93 @@
+"""launch/vertex.py: the CustomJobSpec against the aiplatform v1 fields it uses, its
+worker pools, the gcloud command, bad options, and the golden file."""
+
+import copy
+
+from absl.testing import absltest
+import yaml
+
+from launch import vertex
+from launch.job import Job
+from launch.job import LaunchError
+from tests.launch import golden
+from tests.launch import schemas
+
+JOB = Job(name="nfnet-long-tail-full", recipe="nfnet_long_tail_full", workers=3,
+          model_dir="gs://bucket/runs/full", image="us-docker.pkg.dev/p/zoo/zoo-gpu:1",
+          accelerator="NVIDIA_TESLA_A100", accelerators_per_worker=4,
+          machine_type="a2-highgpu-4g",
+          recipe_args=("--gin_bindings=DATA_DIR = 'gs://bucket/tfds'",))
+OPTIONS = vertex.Options(region="us-central1", project="my-project")
+
+
+class VertexTest(absltest.TestCase):
+
+  def test_valid_against_the_custom_job_spec(self):
+    cpu = Job(name="tiny", recipe="nfnet_long_tail_tiny", image="r/zoo-cpu:1",
+              model_dir="/gcs/bucket/tiny")
+    for job in (JOB, cpu):
+      self.assertEqual(schemas.errors("vertex_custom_job",
+                                      vertex.custom_job_spec(job, OPTIONS)), [])
+
+  def test_broken_specs_are_rejected(self):
+    spec = vertex.custom_job_spec(JOB, OPTIONS)
+    snake_case = copy.deepcopy(spec)
+    snake_case["worker_pool_specs"] = snake_case.pop("workerPoolSpecs")
+    unknown_gpu = copy.deepcopy(spec)
+    unknown_gpu["workerPoolSpecs"][0]["machineSpec"]["acceleratorType"] = "A100"
+    no_image = copy.deepcopy(spec)
+    del no_image["workerPoolSpecs"][1]["containerSpec"]["imageUri"]
+    for broken in (snake_case, unknown_gpu, no_image):
+      self.assertNotEqual(schemas.errors("vertex_custom_job", broken), [])
+
+  def test_pool_zero_is_the_chief_pool_one_the_other_workers(self):
+    spec = vertex.custom_job_spec(JOB, OPTIONS)
+    chief, workers = spec["workerPoolSpecs"]
+    self.assertEqual((chief["replicaCount"], workers["replicaCount"]), (1, 2))
+    for pool in (chief, workers):
+      self.assertEqual(pool["machineSpec"], {"machineType": "a2-highgpu-4g",
+                                             "acceleratorType": "NVIDIA_TESLA_A100",
+                                             "acceleratorCount": 4})
+      container = pool["containerSpec"]
+      self.assertEqual(container["command"] + container["args"], JOB.command())
+    self.assertEqual(spec["baseOutputDirectory"], {"outputUriPrefix": JOB.model_dir})
+    self.assertEqual(spec["scheduling"], {"restartJobOnWorkerRestart": True})
+
+  def test_one_worker_one_pool(self):
+    one = Job(name="tiny", recipe="nfnet_long_tail_tiny", image="r/zoo-cpu:1",
+              model_dir="gs://b/tiny")
+    spec = vertex.custom_job_spec(one, OPTIONS)
+    self.assertEqual(len(spec["workerPoolSpecs"]), 1)
+    self.assertNotIn("scheduling", spec)
+    self.assertEqual(spec["workerPoolSpecs"][0]["machineSpec"],
+                     {"machineType": vertex.DEFAULT_MACHINE_TYPE})
+
+  def test_bad_options_are_refused(self):
+    cases = [
+        (JOB, vertex.Options(), "needs --region"),
+        (Job(name="t", recipe="nfnet_long_tail", image="r/z:1", model_dir="/runs/t"),
+         OPTIONS, "not reachable from every Vertex replica"),
+        (Job(name="t", recipe="nfnet_long_tail", image="r/z:1", model_dir="gs://b/t",
+             accelerator="nvidia-tesla-t4", accelerators_per_worker=1),
+         OPTIONS, "NVIDIA_TESLA_T4"),
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="gs://b/t"), OPTIONS,
+         "needs an image"),
+    ]
+    for job, options, message in cases:
+      with self.assertRaisesRegex(LaunchError, message):
+        vertex.steps(job, options)
+
+  def test_created_with_gcloud(self):
+    (step,) = vertex.steps(JOB, OPTIONS)
+    self.assertEqual(step.argv, (
+        "gcloud", "ai", "custom-jobs", "create", "--region=us-central1",
+        "--display-name=nfnet-long-tail-full", "--config={dir}/custom_job.yaml",
+        "--project=my-project"))
+    name, text = step.files[0]
+    self.assertEqual(name, "custom_job.yaml")
+    self.assertEqual(yaml.safe_load(text), vertex.custom_job_spec(JOB, OPTIONS))
+    golden.check(self, "vertex.yaml", text)
+
+
+if __name__ == "__main__":
+  absltest.main()
