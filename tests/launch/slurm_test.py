@@ -1,0 +1,89 @@
+"""launch/slurm.py: the sbatch script's directives and srun line (on the host, and in
+a pyxis container), its shell syntax, bad options, and the golden file."""
+
+import shlex
+import shutil
+import subprocess
+
+from absl.testing import absltest
+
+from launch import slurm
+from launch.job import IMAGE_WORKDIR
+from launch.job import Job
+from launch.job import LaunchError
+from tests.launch import golden
+
+JOB = Job(name="nfnet-long-tail", recipe="nfnet_long_tail", workers=4,
+          model_dir="/shared/runs/nfnet", accelerator="a100", accelerators_per_worker=2,
+          recipe_args=("--gin_bindings=EPOCHS = 3",))
+OPTIONS = slurm.Options(partition="gpu", time="1-00:00:00", account="ml",
+                        workdir="/shared/zoo",
+                        setup=("source /shared/zoo-venv/bin/activate",))
+
+
+def directives(text):
+  return [line[len("#SBATCH "):] for line in text.splitlines()
+          if line.startswith("#SBATCH ")]
+
+
+class SlurmTest(absltest.TestCase):
+
+  def test_one_task_a_node_with_its_gpus(self):
+    self.assertEqual(directives(slurm.script(JOB, OPTIONS)), [
+        "--job-name=nfnet-long-tail", "--nodes=4", "--ntasks=4", "--ntasks-per-node=1",
+        "--gpus-per-task=a100:2", "--partition=gpu", "--time=1-00:00:00", "--account=ml",
+        "--output=nfnet-long-tail-%j.out", "--open-mode=append", "--requeue",
+        "--signal=TERM@120"])
+    cpu = Job(name="t", recipe="nfnet_long_tail", workers=2, model_dir="/s/t")
+    found = directives(slurm.script(cpu, slurm.Options(workdir="/s/zoo")))
+    self.assertFalse([d for d in found if d.startswith("--gpus")])
+    self.assertFalse([d for d in found if d.startswith("--partition")])
+
+  def test_srun_starts_the_trainer_in_the_workspace(self):
+    lines = slurm.script(JOB, OPTIONS).splitlines()
+    body = lines[lines.index("set -euo pipefail") + 1:]
+    self.assertEqual(body[:3], ["cd /shared/zoo", "source /shared/zoo-venv/bin/activate",
+                                "mkdir -p /shared/runs/nfnet"])
+    self.assertEqual(shlex.split(body[3]), ["srun", "--kill-on-bad-exit=1"] +
+                     JOB.command(extra=["--cluster=slurm"]))
+
+  def test_srun_in_a_container(self):
+    job = Job(name="t", recipe="nfnet_long_tail", workers=2, model_dir="/s/runs/t",
+              image="registry/zoo-cpu:1")
+    line = slurm.script(job, slurm.Options(container_mounts="/data:/data")).splitlines()[-1]
+    self.assertEqual(shlex.split(line)[:5], [
+        "srun", "--kill-on-bad-exit=1", "--container-image=registry/zoo-cpu:1",
+        f"--container-workdir={IMAGE_WORKDIR}",
+        "--container-mounts=/s/runs/t:/s/runs/t,/data:/data"])
+
+  def test_the_script_is_valid_bash(self):
+    bash = shutil.which("bash")
+    if bash is None:
+      self.skipTest("no bash here")
+    result = subprocess.run([bash, "-n"], input=slurm.script(JOB, OPTIONS), text=True,
+                            capture_output=True, check=False)
+    self.assertEqual(result.returncode, 0, result.stderr)
+
+  def test_bad_options_are_refused(self):
+    cases = [
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="runs/t"), OPTIONS,
+         "absolute path on a filesystem every node shares"),
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t"), slurm.Options(),
+         "--image \\(pyxis\\) or in --slurm_workdir"),
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t", accelerator="a100"),
+         OPTIONS, "--accelerators_per_worker >= 1"),
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t"),
+         slurm.Options(workdir="/s/zoo", container_mounts="/d:/d"), "needs --image"),
+    ]
+    for job, options, message in cases:
+      with self.assertRaisesRegex(LaunchError, message):
+        slurm.steps(job, options)
+
+  def test_submitted_with_sbatch(self):
+    (step,) = slurm.steps(JOB, OPTIONS)
+    self.assertEqual(step.argv, ("sbatch", "{dir}/job.sbatch"))
+    golden.check(self, "slurm.sbatch", step.files[0][1])
+
+
+if __name__ == "__main__":
+  absltest.main()
