@@ -1,0 +1,241 @@
+"""`bazel run //launch -- --backend=B --recipe=R [flags] [-- recipe flags]`: one recipe
+on a cluster engine, or as local worker processes.
+
+    --backend       local | kubernetes | vertex | tpu_vm | slurm
+    --recipe        the recipe (recipes/<recipe>.gin), e.g. nfnet_long_tail
+    --workers       processes training together (multi_worker_mirrored); default 1
+    --name          the job's name on the engine; default the recipe's, '_' -> '-'
+    --model_dir     where the run is written, reachable from every worker
+    --image         the container image; default <--registry>/<tag built by
+                    //launch/image:cpu or :gpu> (GPU image with --accelerators_per_worker)
+    --accelerator, --accelerators_per_worker, --machine_type: what a worker runs on
+    --dry_run       print what would be submitted (each file, then the command); run nothing
+and each backend's options (--helpfull lists them): kubernetes --k8s_kind,
+--namespace, --volume_claim, --volume_mount, --backoff_limit, --accelerator_label;
+vertex --project, --region; tpu_vm --project, --zone, --tpu_name, --tpu_create,
+--tpu_runtime_version, --tpu_packages; slurm --slurm_partition, --slurm_time,
+--slurm_account, --slurm_workdir, --slurm_setup, --slurm_container_mounts.
+
+Recipe flags (--gin_bindings=..., more --gin_file=...; each --flag=value) follow a
+literal `--`, after the launcher's own: `bazel run //launch -- --backend=vertex
+--recipe=nfnet_long_tail_full ... -- --gin_bindings="DATA_DIR = 'gs://bucket/tfds'"`.
+The launcher sets --strategy, --model_dir, --tpu and --cluster itself.
+
+A cluster backend submits with kubectl, gcloud or sbatch, which must be on PATH. Bad
+input ends with one line on stderr, `error: <problem and fix>`, and exit status 2; a
+failing submission command exits with its status.
+"""
+
+import dataclasses
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from launch import kubernetes
+from launch import local
+from launch import slurm
+from launch import submit
+from launch import tpu_vm
+from launch import vertex
+from launch.job import Job
+from launch.job import LaunchError
+
+EXIT_BAD_INPUT = 2
+BACKENDS = ("local", "kubernetes", "vertex", "tpu_vm", "slurm")
+# Flags the launcher gives recipes.train itself.
+_OWN_RECIPE_FLAGS = ("--strategy", "--model_dir", "--tpu", "--cluster", "--cpu_replicas")
+# The runfiles (or source) root: recipes/*.gin and launch/image/*_image.txt are here.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def roots():
+  """Where workspace files are looked for: the runfiles, then (under `bazel run`) the
+  workspace and its bazel-bin, for files the binary's data does not carry."""
+  found = [ROOT]
+  workspace = os.environ.get("BUILD_WORKSPACE_DIRECTORY")
+  if workspace:
+    found += [workspace, os.path.join(workspace, "bazel-bin")]
+  return found
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("backend", None, BACKENDS, "Where the workers run.")
+flags.DEFINE_string("recipe", None, "The recipe: recipes/<recipe>.gin.")
+flags.DEFINE_integer("workers", 1, "Processes that train together.")
+flags.DEFINE_string("name", None, "The job's name; default the recipe's, '_' -> '-'.")
+flags.DEFINE_string("model_dir", "", "Where the run is written (every worker's path).")
+flags.DEFINE_string("image", None, "Container image; default <--registry>/<built tag>.")
+flags.DEFINE_string("registry", None, "Registry of the default image, e.g. "
+                    "us-docker.pkg.dev/my-project/zoo.")
+flags.DEFINE_string("accelerator", "", "Accelerator type: GKE node label value, Vertex "
+                    "enum, TPU type (v4-8) or Slurm GPU type.")
+flags.DEFINE_integer("accelerators_per_worker", 0, "GPUs a worker uses.")
+flags.DEFINE_string("machine_type", "", "Machine type (Vertex; default n1-standard-8).")
+flags.DEFINE_boolean("dry_run", False, "Print what would be submitted; run nothing.")
+# kubernetes
+flags.DEFINE_enum("k8s_kind", "tfjob", kubernetes.KINDS, "Kubeflow TFJob, or a plain "
+                  "Service + Indexed Job.")
+flags.DEFINE_string("namespace", "", "Kubernetes namespace (kubectl's default when empty).")
+flags.DEFINE_string("volume_claim", "", "PersistentVolumeClaim (ReadWriteMany) for "
+                    "model_dir.")
+flags.DEFINE_string("volume_mount", "/runs", "Where --volume_claim is mounted.")
+flags.DEFINE_integer("backoff_limit", 3, "TFJob backoffLimit; Indexed Job "
+                     "backoffLimitPerIndex.")
+flags.DEFINE_string("accelerator_label", kubernetes.GKE_ACCELERATOR_LABEL,
+                    "Node label selecting --accelerator.")
+# vertex and tpu_vm
+flags.DEFINE_string("project", "", "Google Cloud project (gcloud's default when empty).")
+flags.DEFINE_string("region", "", "Vertex AI region, e.g. us-central1.")
+flags.DEFINE_string("zone", "", "The TPU VM's zone.")
+flags.DEFINE_string("tpu_name", "", "The TPU VM.")
+flags.DEFINE_boolean("tpu_create", False, "Create the TPU VM (type --accelerator) first.")
+flags.DEFINE_string("tpu_runtime_version", tpu_vm.DEFAULT_RUNTIME_VERSION,
+                    "TPU VM software version for --tpu_create.")
+flags.DEFINE_string("tpu_packages", tpu_vm.TPU_PACKAGES, "pip requirements replacing "
+                    "the image's tensorflow on a TPU VM.")
+# slurm
+flags.DEFINE_string("slurm_partition", "", "sbatch --partition.")
+flags.DEFINE_string("slurm_time", "", "sbatch --time, e.g. 24:00:00.")
+flags.DEFINE_string("slurm_account", "", "sbatch --account.")
+flags.DEFINE_string("slurm_workdir", "", "The workspace on the cluster (without --image).")
+flags.DEFINE_multi_string("slurm_setup", [], "Shell line run before srun (repeatable).")
+flags.DEFINE_string("slurm_container_mounts", "", "More pyxis --container-mounts.")
+
+
+def split_argv(argv):
+  """(the launcher's argv, the recipe flags after the first literal `--`)."""
+  if "--" in argv:
+    at = argv.index("--")
+    return argv[:at], argv[at + 1:]
+  return argv, []
+
+
+def check_recipe_args(args):
+  for arg in args:
+    if not arg.startswith("--"):
+      raise LaunchError(f"recipe flag {arg!r} does not start with --; recipe flags are "
+                        "flags of recipes.train, e.g. --gin_bindings='EPOCHS = 3'")
+    if arg.split("=", 1)[0] in _OWN_RECIPE_FLAGS:
+      raise LaunchError(f"recipe flag {arg!r} is the launcher's to set; drop it (give "
+                        "--model_dir before the --)")
+
+
+def find(path, where):
+  """The first of where/<path> that is a file, else None."""
+  return next((os.path.join(r, path) for r in where
+               if os.path.isfile(os.path.join(r, path))), None)
+
+
+def check_recipe(recipe, where=None):
+  where = where or roots()
+  if find(os.path.join("recipes", f"{recipe}.gin"), where):
+    return
+  names = sorted({n[:-4] for r in where if os.path.isdir(os.path.join(r, "recipes"))
+                  for n in os.listdir(os.path.join(r, "recipes")) if n.endswith(".gin")})
+  raise LaunchError(f"--recipe={recipe!r}: recipes/{recipe}.gin not found; choose one of "
+                    f"{', '.join(names) or '(none found)'}")
+
+
+def default_image(registry, gpu, where=None):
+  """<registry>/<tag>, the tag read from launch/image/{cpu,gpu}_image.txt."""
+  kind = "gpu" if gpu else "cpu"
+  path = find(os.path.join("launch", "image", f"{kind}_image.txt"), where or roots())
+  if path is None:
+    raise LaunchError(f"no image: give --image=<reference> (launch/image/{kind}_image.txt, "
+                      f"made by //launch/image:{kind}, is not here)")
+  with open(path) as f:
+    tag = f.read().strip()
+  if not registry:
+    raise LaunchError(f"no image: give --registry=<host/path> for {tag}, or "
+                      "--image=<reference>")
+  return f"{registry.rstrip('/')}/{tag}"
+
+
+def needs_image():
+  """Whether the backend runs a container (slurm only with --image given)."""
+  return FLAGS.backend in ("kubernetes", "vertex", "tpu_vm")
+
+
+def make_job(recipe_args):
+  if not FLAGS.backend:
+    raise LaunchError(f"no --backend; choose one of {', '.join(BACKENDS)}")
+  if not FLAGS.recipe:
+    raise LaunchError("no --recipe; name one, e.g. --recipe=nfnet_long_tail")
+  check_recipe_args(recipe_args)
+  job = Job(name=FLAGS.name if FLAGS.name is not None else FLAGS.recipe.replace("_", "-"),
+            recipe=FLAGS.recipe, workers=FLAGS.workers, model_dir=FLAGS.model_dir,
+            recipe_args=tuple(recipe_args), image=FLAGS.image or "",
+            accelerator=FLAGS.accelerator,
+            accelerators_per_worker=FLAGS.accelerators_per_worker,
+            machine_type=FLAGS.machine_type)
+  check_recipe(job.recipe)
+  if not job.image and needs_image():
+    gpu = job.accelerators_per_worker > 0 and FLAGS.backend != "tpu_vm"
+    job = dataclasses.replace(job, image=default_image(FLAGS.registry, gpu))
+  return job
+
+
+def backend_steps(job):
+  """The Steps of a cluster backend."""
+  if FLAGS.backend == "kubernetes":
+    return kubernetes.steps(job, kubernetes.Options(
+        kind=FLAGS.k8s_kind, namespace=FLAGS.namespace, volume_claim=FLAGS.volume_claim,
+        volume_mount=FLAGS.volume_mount, backoff_limit=FLAGS.backoff_limit,
+        accelerator_label=FLAGS.accelerator_label))
+  if FLAGS.backend == "vertex":
+    return vertex.steps(job, vertex.Options(region=FLAGS.region, project=FLAGS.project))
+  if FLAGS.backend == "tpu_vm":
+    return tpu_vm.steps(job, tpu_vm.Options(
+        tpu_name=FLAGS.tpu_name, zone=FLAGS.zone, project=FLAGS.project,
+        create=FLAGS.tpu_create, runtime_version=FLAGS.tpu_runtime_version,
+        packages=FLAGS.tpu_packages))
+  return slurm.steps(job, slurm.Options(
+      partition=FLAGS.slurm_partition, time=FLAGS.slurm_time,
+      account=FLAGS.slurm_account, workdir=FLAGS.slurm_workdir,
+      setup=tuple(FLAGS.slurm_setup), container_mounts=FLAGS.slurm_container_mounts))
+
+
+def launch(recipe_args):
+  """Submits (or prints) the job; returns the exit status."""
+  job = make_job(recipe_args)
+  if FLAGS.backend == "local":
+    return local.launch(job, dry_run=FLAGS.dry_run)
+  steps = backend_steps(job)
+  if FLAGS.dry_run:
+    sys.stdout.write(submit.render(steps))
+    return 0
+  submit.check_tools(steps)
+  return submit.run(steps)
+
+
+def fail(message):
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(EXIT_BAD_INPUT)
+
+
+def cli(argv=None):
+  """The command line (argv: sys.argv)."""
+  own, recipe_args = split_argv(list(sys.argv if argv is None else argv))
+
+  def parse(args):
+    try:
+      rest = FLAGS(args)
+    except flags.Error as e:
+      fail(f"{' '.join(str(e).split())}; see --helpshort for the flags")
+    if len(rest) > 1:
+      fail(f"unexpected arguments {' '.join(rest[1:])!r}; recipe flags go after a "
+           "literal --, e.g. -- --gin_bindings='EPOCHS = 3'")
+    return rest
+
+  def main(unused_argv):
+    try:
+      sys.exit(launch(recipe_args))
+    except LaunchError as e:
+      fail(str(e))
+
+  app.run(main, argv=own, flags_parser=parse)
+
+
+if __name__ == "__main__":
+  cli()
