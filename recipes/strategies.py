@@ -1,10 +1,13 @@
 """`--strategy` names to tf.distribute strategies."""
 
+import os
+
 import tensorflow as tf
 
 from recipes.errors import ConfigError
 
 NAMES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+CLUSTERS = ("tf_config", "slurm")
 
 
 def configure_devices(gpu_memory_growth=False):
@@ -22,14 +25,15 @@ def split_cpu(cpu_replicas):
       cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(cpu_replicas)])
 
 
-def make_strategy(name, tpu="", cpu_replicas=1):
+def make_strategy(name, tpu="", cpu_replicas=1, cluster="tf_config"):
   """The tf.distribute strategy called `name` (one of NAMES).
 
   auto: MirroredStrategy over all local GPUs when there are several, else one device.
   one_device: the first GPU, or the CPU. mirrored: MirroredStrategy over local GPUs
   (the CPU without; with `cpu_replicas` > 1, over that many logical CPU devices, so a
   machine without GPUs runs the multi-replica code path). multi_worker_mirrored: the
-  cluster in TF_CONFIG. tpu: `tpu` is the TPU's name or grpc:// address ("local" on a
+  cluster in TF_CONFIG, or with `cluster="slurm"` the Slurm job step's tasks
+  (SlurmClusterResolver: one worker a task). tpu: `tpu` is the TPU's name or grpc:// address ("local" on a
   TPU VM).
 
   Call it before anything else runs on the devices: it asks only for physical
@@ -38,6 +42,11 @@ def make_strategy(name, tpu="", cpu_replicas=1):
   """
   if name not in NAMES:
     raise ConfigError(f"unknown --strategy={name!r}; choose one of {', '.join(NAMES)}")
+  if cluster not in CLUSTERS:
+    raise ConfigError(f"unknown --cluster={cluster!r}; choose one of {', '.join(CLUSTERS)}")
+  if cluster != "tf_config" and name != "multi_worker_mirrored":
+    raise ConfigError(f"--cluster={cluster} describes the workers of "
+                      "--strategy=multi_worker_mirrored; add that strategy or drop --cluster")
   if isinstance(cpu_replicas, bool) or not isinstance(cpu_replicas, int) or \
       cpu_replicas < 1:
     raise ConfigError(f"--cpu_replicas={cpu_replicas!r} must be a whole number >= 1")
@@ -61,6 +70,8 @@ def make_strategy(name, tpu="", cpu_replicas=1):
           [f"/cpu:{i}" for i in range(cpu_replicas)])
     return tf.distribute.MirroredStrategy()
   if name == "multi_worker_mirrored":
+    if cluster == "slurm":
+      return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=slurm_resolver())
     return tf.distribute.MultiWorkerMirroredStrategy()
   if not tpu:
     raise ConfigError("--strategy=tpu needs --tpu=<name, grpc:// address or 'local'>")
@@ -68,3 +79,17 @@ def make_strategy(name, tpu="", cpu_replicas=1):
   tf.config.experimental_connect_to_cluster(resolver)
   tf.tpu.experimental.initialize_tpu_system(resolver)
   return tf.distribute.TPUStrategy(resolver)
+
+
+def slurm_resolver():
+  """The Slurm job step's tasks as a cluster (one worker a task, task 0 the chief)."""
+  missing = [v for v in ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST")
+             if v not in os.environ]
+  if missing:
+    raise ConfigError(f"--cluster=slurm needs a Slurm job step ({missing[0]} is not set); "
+                      "start the workers with srun inside an sbatch job")
+  # Slurm binds each task's GPUs itself (--gpus-per-task); the resolver only places
+  # the workers (its own GPU query runs nvidia-smi, absent on CPU nodes).
+  return tf.distribute.cluster_resolver.SlurmClusterResolver(
+      gpus_per_node=int(os.environ.get("SLURM_GPUS_ON_NODE", "0") or 0),
+      auto_set_gpu=False)

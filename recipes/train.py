@@ -7,6 +7,8 @@
     --tpu            the TPU for --strategy=tpu.
     --cpu_replicas   with --strategy=mirrored on a machine without GPUs: split the CPU
                      into this many replicas (the multi-replica code path on a laptop).
+    --cluster        with --strategy=multi_worker_mirrored: where the workers are
+                     described: tf_config (TF_CONFIG) or slurm (the srun job step).
 
 Bad input (a flag or Gin mistake, a wrong type, a zero or negative size or rate, a
 missing data set, a mismatched model, an unwritable or busy model_dir) ends the run
@@ -49,6 +51,8 @@ flags.DEFINE_string("model_dir", None,
                     "Output directory; default runs/<first gin file's name>.")
 flags.DEFINE_enum("strategy", "auto", strategies.NAMES, "tf.distribute strategy.")
 flags.DEFINE_string("tpu", "", "TPU name or address for --strategy=tpu.")
+flags.DEFINE_enum("cluster", "tf_config", strategies.CLUSTERS,
+                  "--strategy=multi_worker_mirrored: TF_CONFIG, or the Slurm job step.")
 flags.DEFINE_integer("cpu_replicas", 1, "--strategy=mirrored without GPUs: logical CPU "
                      "devices to mirror over.", lower_bound=1)
 
@@ -168,11 +172,17 @@ def main(argv):
          "pass its Gin file, e.g. --gin_file=recipes/nfnet_long_tail.gin")
   try:
     parse_config(FLAGS.gin_file, FLAGS.gin_bindings)
+    if FLAGS.model_dir and "://" in FLAGS.model_dir:
+      raise ConfigError(
+          f"--model_dir={FLAGS.model_dir} is a URL; the trainer writes to a path: mount "
+          "the bucket (Vertex AI mounts gs://BUCKET at /gcs/BUCKET; GKE has the Cloud "
+          "Storage FUSE CSI driver; elsewhere gcsfuse) and give the mounted path")
     model_dir = os.path.join(_USER_DIR, FLAGS.model_dir or default_model_dir(FLAGS.gin_file))
     try:
       # Device settings go first: nothing may touch the devices before them.
       strategies.configure_devices(gpu_memory_growth=experiment.Runtime().gpu_memory_growth)
-      strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.cpu_replicas)
+      strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.cpu_replicas,
+                                          FLAGS.cluster)
       metrics = run(model_dir, strategy)
     except (ValueError, RuntimeError) as e:
       if isinstance(e, ConfigError) or "Required bindings" not in str(e):
@@ -192,6 +202,9 @@ def main(argv):
   headline = checks.METRICS + ("base_lr", "max_lr")
   summary = ", ".join(f"{k} {metrics[k]:.4g}" for k in headline
                       if metrics.get(k) is not None)
+  if not trainer.is_chief(strategy):
+    print(f"\n{summary}\nThis worker is done; the chief writes the report in {model_dir}")
+    return
   written = sorted(n for n in os.listdir(model_dir) if not n.startswith("."))
   print(f"\n{summary}\nReport in {model_dir}: {', '.join(written)}")
 

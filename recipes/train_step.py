@@ -174,10 +174,12 @@ class EvalStep:
     return (self.strategy.gather(predictions, axis=0),
             self.strategy.gather(labels, axis=0))
 
-  def predict(self, dataset, pad_label):
-    """(labels, predictions) over `dataset`, padding examples removed."""
+  def predict(self, dataset_fn, pad_label):
+    """(labels, predictions) over the per-replica batches of `dataset_fn(input_context)`
+    (`distribute_datasets_from_function`), gathered from every replica of every worker,
+    padding examples removed."""
     all_predictions, all_labels = [], []
-    for batch in self.strategy.experimental_distribute_dataset(dataset):
+    for batch in self.strategy.distribute_datasets_from_function(dataset_fn):
       predictions, labels = self._step(batch)
       all_predictions.append(predictions.numpy())
       all_labels.append(labels.numpy())

@@ -19,8 +19,10 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
@@ -120,13 +122,20 @@ class Trainer:
     non-finite one)."""
     length = self.length
     seed = self.runtime.seed if seed is None else seed
-    dataset = self.pipeline.train_dataset(self.data.source, self.data.train, epoch, seed)
     steps = self.steps_in(epoch)
-    if steps < length.steps_per_epoch:  # a run measured in steps ends mid-epoch
-      dataset = dataset.take(steps)
-    if start:  # resuming mid-epoch: the epoch's order is rebuilt, its first batches skipped
-      dataset = dataset.skip(start)
-    iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+
+    def dataset_fn(context):
+      """This input pipeline's per-replica batches: `per_step` of them a global step."""
+      dataset = self.pipeline.train_dataset(self.data.source, self.data.train, epoch, seed,
+                                            context)
+      per_step = context.num_replicas_in_sync // context.num_input_pipelines
+      if steps < length.steps_per_epoch:  # a run measured in steps ends mid-epoch
+        dataset = dataset.take(steps * per_step)
+      if start:  # resuming mid-epoch: the epoch's order is rebuilt, its first steps skipped
+        dataset = dataset.skip(start * per_step)
+      return dataset
+
+    iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
     bar = tf_keras.utils.Progbar(steps, stateful_metrics=["loss", "accuracy"],
                                  unit_name="step")
     done, loss_sum, accuracy_sum = start, 0.0, 0.0
@@ -161,11 +170,11 @@ class Trainer:
 
   def predict(self, split="test"):
     """(labels, predictions) of the test split or the validation examples."""
-    if split == "test":
-      dataset = self.pipeline.eval_dataset(self.data.source)
-    else:
-      dataset = self.pipeline.eval_dataset(self.data.source, "train", self.data.validation)
-    return self.evaluator.predict(dataset, pipeline_lib.PAD_LABEL)
+    indices = None if split == "test" else self.data.validation
+    name = "test" if split == "test" else "train"
+    return self.evaluator.predict(
+        lambda context: self.pipeline.eval_dataset(self.data.source, name, indices, context),
+        pipeline_lib.PAD_LABEL)
 
   def score(self, split="test"):
     """Long-tail metrics of the model's current weights on `split`."""
@@ -354,12 +363,27 @@ def build(model_dir, strategy, task, optimization, runtime):
       strategy, model, opt, loss_fn, pipeline.batch_size,
       list(optimization.gradient_transforms), optimization.l2, decayed, rates,
       runtime.jit_compile))
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    notes = notes + tpu_checks(strategy, runtime, pipeline, data)
   config_text = gin.config_str()
   checks.model_dir_writable(model_dir)
   checks.resume_config(model_dir, config_text)
   return Trainer(model_dir, strategy, task, optimization, runtime, data, pipeline, model,
                  opt, schedule, step, train_step.EvalStep(strategy, model), length, derived,
                  notes + rate_notes, config_text)
+
+
+def tpu_checks(strategy, runtime, pipeline, data):
+  """checks.tpu on the datasets this run feeds its replicas; advice lines."""
+  replicas = strategy.num_replicas_in_sync
+  context = tf.distribute.InputContext(1, 0, replicas)
+  datasets = {
+      "training": pipeline.train_dataset(data.source, data.train, 0, runtime.seed, context),
+      "test": pipeline.eval_dataset(data.source, context=context)}
+  if len(data.validation):
+    datasets["validation"] = pipeline.eval_dataset(data.source, "train", data.validation,
+                                                   context)
+  return checks.tpu(runtime, pipeline, replicas, datasets)
 
 
 # -- fit -----------------------------------------------------------------------
@@ -407,6 +431,11 @@ class Bookkeeping:
   epoch and step within it, the epoch's running metrics, the layers' random
   generators and the rollback count, so a run resumes exactly, even mid-epoch.
   A checkpoint is written only after every weight is checked finite.
+
+  Multi-worker: every worker saves (saving reads the replicas' variables, which takes
+  every worker), but only the chief into model_dir; the others save into a scratch
+  directory of their own, deleted at the end (`close`), as TF's multi-worker guide
+  says. Every worker restores from model_dir's checkpoints.
   """
 
   def __init__(self, trainer):
@@ -428,18 +457,22 @@ class Bookkeeping:
         best_value=self.best_value, best_epoch=self.best_epoch, stopped=self.stopped,
         loss_metric=trainer.step.loss_metric, accuracy_metric=trainer.step.accuracy_metric,
         layer_rngs=layer_rng.layer_random_generators(trainer.model))
-    self.directory = os.path.join(trainer.model_dir, "checkpoints")
-    best_directory = os.path.join(trainer.model_dir, "best")
+    self.directory = os.path.join(trainer.model_dir, "checkpoints")  # restored from
     self.chief = is_chief(trainer.strategy)
+    self.scratch = None if self.chief else tempfile.mkdtemp(prefix="model_zoo-worker-")
+    root = trainer.model_dir if self.chief else self.scratch  # written to
     if self.chief:
-      for directory in (self.directory, best_directory):
-        remove_temporary(directory)
-    self.manager = checkpoint_manager(self.checkpoint, self.directory, rt.keep_checkpoints)
+      for name in ("checkpoints", "best"):
+        remove_temporary(os.path.join(root, name))
+    self.manager = checkpoint_manager(self.checkpoint, os.path.join(root, "checkpoints"),
+                                      rt.keep_checkpoints if self.chief else 1)
     self.best = checkpoint_manager(  # the validated (averaged) weights
-        tf.train.Checkpoint(model=trainer.model), best_directory, 1)
-    self.train_writer = tf.summary.create_file_writer(
-        os.path.join(trainer.model_dir, "train"))
-    self.eval_writer = tf.summary.create_file_writer(os.path.join(trainer.model_dir, "eval"))
+        tf.train.Checkpoint(model=trainer.model), os.path.join(root, "best"), 1)
+    if self.chief:
+      self.train_writer = tf.summary.create_file_writer(os.path.join(root, "train"))
+      self.eval_writer = tf.summary.create_file_writer(os.path.join(root, "eval"))
+    else:
+      self.train_writer = self.eval_writer = tf.summary.create_noop_writer()
     self.restored = None  # the checkpoint the run stands on
     self.position = None  # (epoch, step in epoch) of `restored`
 
@@ -490,6 +523,12 @@ class Bookkeeping:
       raise ConfigError(f"every checkpoint in {self.directory} is damaged (moved to its "
                         "damaged/ folder); to start afresh choose a new --model_dir")
     return 0, 0
+
+  def close(self):
+    """Deletes a non-chief worker's scratch directory."""
+    if self.scratch is not None:
+      shutil.rmtree(self.scratch, ignore_errors=True)
+      self.scratch = None
 
   def forget_later_best(self):
     """After a rollback: a best checkpoint saved after the restored point came from the
@@ -652,10 +691,11 @@ def fit(trainer, on_step=None):
   began = time.time()
   retried, rollbacks, rolled_back_to = 0, 0, None
   with preemption.Notice() as notice:
+    requested = stop_requested(trainer.strategy, notice)
     while True:
       try:
         first = epoch
-        loss, stopped = _train(trainer, books, epoch, start, on_step, notice)
+        loss, stopped = _train(trainer, books, epoch, start, on_step, notice, requested)
         break
       except NonFinite as bad:
         if books.restored != rolled_back_to:
@@ -690,14 +730,34 @@ def fit(trainer, on_step=None):
                 retries=rollbacks)
 
 
-def _train(trainer, books, first, start, on_step, notice):
+def stop_requested(strategy, notice):
+  """A function telling whether the run is asked to stop: this process's `notice`, or
+  in a multi-worker job any worker's (one all-reduce of a flag, asked between inner
+  loops), so every worker saves at the same step and exits (tf.distribute's
+  PreemptionCheckpointHandler's idea: a worker that saved alone would wait forever for
+  the others)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  workers = sum(len(tasks) for kind, tasks in resolver.cluster_spec().as_dict().items()
+                if kind in ("chief", "worker")) if resolver is not None else 1
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or workers < 2:
+    return lambda: notice.requested
+
+  def any_worker():
+    flag = tf.constant(1.0 if notice.requested else 0.0)
+    flags = strategy.run(lambda: tf.identity(flag))
+    return float(strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None)) > 0
+
+  return any_worker
+
+
+def _train(trainer, books, first, start, on_step, notice, requested):
   """Epochs `first` (from its step `start`) to the end; (last epoch's loss, stopped
   early)."""
   length = trainer.length
   loss = None
   stopped = bool(books.stopped.numpy())
   for epoch in range(first, first if stopped else length.epochs):
-    if notice.requested:
+    if requested():
       _preempted(books, epoch, start, notice)
     print(f"Epoch {epoch + 1}/{length.epochs}", flush=True)
     trainer.enter(epoch)
@@ -706,7 +766,7 @@ def _train(trainer, books, first, start, on_step, notice):
       books.epoch_order.assign(books.retries)  # a new epoch takes the latest order
     # A resumed partial epoch keeps the order it began with, even after a rollback.
     seed = data_seed(trainer.runtime.seed, int(books.epoch_order.numpy()))
-    done = trainer.train_epoch(epoch, start, seed, on_step, stop=lambda: notice.requested)
+    done = trainer.train_epoch(epoch, start, seed, on_step, stop=requested)
     if done < trainer.steps_in(epoch):
       _preempted(books, epoch, done, notice)
     start = 0
@@ -719,7 +779,8 @@ def _train(trainer, books, first, start, on_step, notice):
 
 def _preempted(books, epoch, step_in_epoch, notice):
   path = books.save(epoch, step_in_epoch)
-  name = "SIGTERM" if notice.signal is None else signal.Signals(notice.signal).name
+  name = ("SIGTERM on another worker" if notice.signal is None
+          else signal.Signals(notice.signal).name)
   by_hand = notice.signal == signal.SIGINT
   raise Preempted(f"{'interrupted' if by_hand else 'preempted'} ({name}) at epoch "
                   f"{epoch + 1}, step {step_in_epoch} of {books.t.length.steps_per_epoch}: "
@@ -800,6 +861,9 @@ def finish(trainer, record):
   skipped = list(getattr(data.source, "skipped_files", ()))
   metrics["skipped_files"] = {"count": len(skipped), "paths": skipped}
   if not is_chief(trainer.strategy):
+    if rt.export_saved_model:  # every worker exports (it reads the replicas' variables);
+      write_export(os.path.join(trainer.books.scratch, "export"), trainer.model,  # kept:
+                   trainer.optimizer, trainer.pipeline)  # the chief's
     return metrics
   write_eval_summaries(trainer.books.eval_writer, metrics, trainer.length.epochs)
   report.plot_per_class_accuracy(
@@ -867,7 +931,11 @@ def train_and_evaluate(model_dir, strategy, task=None, optimization=None, runtim
     for note in trainer.notes:
       print(note, flush=True)
     with data_errors(trainer):
-      return finish(trainer, fit(trainer, on_step))
+      try:
+        return finish(trainer, fit(trainer, on_step))
+      finally:
+        if trainer.books is not None:
+          trainer.books.close()
 
 
 def finished_report(model_dir):

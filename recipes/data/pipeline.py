@@ -8,6 +8,15 @@ fit, and every epoch's shuffle and augmentation run on the cache. Evaluation pad
 split to whole global batches with label -1 (dropped when scoring), so every strategy,
 TPUs included, sees static shapes.
 
+Given a `tf.distribute.InputContext` (from `distribute_datasets_from_function`), each
+input pipeline (one a worker) yields per-replica batches of its own contiguous share of
+every global batch: pipeline p of P takes examples [p B/P, (p+1) B/P) of each global
+batch of B, so the replicas of all workers together see exactly the global batches of
+one process, and an epoch sees every example once across workers. Every worker draws
+the same shuffle (it is seeded) and keeps its share before augmenting, as TF's DATA
+auto-sharding does; with MixUp / CutMix (which mix a global batch) or data echoing the
+share is cut from the finished global batch instead.
+
 Resolution, evaluation crop and resize method, normalisation and RandAugment left
 unset (None) are taken from the model's zoo card (`with_card`).
 """
@@ -275,11 +284,13 @@ class InputPipeline:
       return data_echoing.echoed_count(num_examples // self.batch_size, self.echo_factor)
     return data_echoing.echoed_count(num_examples, self.echo_factor) // self.batch_size
 
-  def train_dataset(self, source, indices, epoch, seed):
-    """Epoch `epoch` of the training examples `indices` (shuffled, augmented)."""
+  def train_dataset(self, source, indices, epoch, seed, context=None):
+    """Epoch `epoch` of the training examples `indices` (shuffled, augmented): global
+    batches, or with `context` this input pipeline's per-replica batches."""
     if self.unresolved():
-      return self._ready().train_dataset(source, indices, epoch, seed)
+      return self._ready().train_dataset(source, indices, epoch, seed, context)
     n = len(indices)
+    share = Share.of(context, self.batch_size)
     epoch_seed = np.array([seed, epoch], dtype=np.int64)
     shuffle_seed = int(seed * 1_000_003 + epoch)
     echoing = self.echo_factor != 1
@@ -306,17 +317,23 @@ class InputPipeline:
       key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
       return self._normalize(self._augment(image, key)), label
 
-    ds = ds.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE,
-                            deterministic=self.deterministic)
+    early = not share.whole and not echoing and not self.mixes
+    ds = ds.enumerate()
+    if early:  # keep this pipeline's share of each global batch, then augment it
+      ds = share.keep(ds.take(self.steps_per_epoch(n) * self.batch_size))
+    ds = ds.map(prepare, num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=self.deterministic)
     if echoing and self.echo_placement == "after_augmentation":
       ds = echo_examples(ds)
-    ds = ds.batch(self.batch_size, drop_remainder=True)
+    ds = ds.batch(share.per_replica if early else self.batch_size, drop_remainder=True)
     if self.mixes:
       ds = self._mix(ds, source.num_classes, shuffle_seed)
     if echoing and self.echo_placement == "batch":
       ds = data_echoing.echo(ds, self.echo_factor, seed=shuffle_seed)
     if echoing:  # a fractional factor varies the count: fix it at the expected one
       ds = ds.repeat().take(self.steps_per_epoch(n))
+    if not share.whole and not early:
+      ds = share.cut(ds)
     return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options())
 
   def eval_image(self, image):
@@ -327,11 +344,13 @@ class InputPipeline:
     return card_lib.eval_preprocess(image, self.eval_image_size, self.eval_crop_fraction,
                                     self.mean, self.std, self.eval_resize_method)
 
-  def eval_dataset(self, source, split="test", indices=None):
+  def eval_dataset(self, source, split="test", indices=None, context=None):
     """A split (or the examples `indices` of it), evaluation-preprocessed and padded
-    with PAD_LABEL examples to whole global batches."""
+    with PAD_LABEL examples to whole global batches (with `context`, this input
+    pipeline's per-replica share of them)."""
     if self.unresolved():
-      return self._ready().eval_dataset(source, split, indices)
+      return self._ready().eval_dataset(source, split, indices, context)
+    share = Share.of(context, self.batch_size)
     labels = source.test_labels if split == "test" else source.train_labels
     n = len(labels) if indices is None else len(indices)
     pad = -n % self.batch_size
@@ -350,5 +369,44 @@ class InputPipeline:
       filler = tf.data.Dataset.from_tensors(
           (tf.zeros([size, size, 3], tf.float32), tf.constant(PAD_LABEL, tf.int32)))
       ds = ds.concatenate(filler.repeat(pad))
-    ds = ds.batch(self.batch_size, drop_remainder=True)
+    if not share.whole:
+      ds = share.keep(ds.enumerate()).map(lambda _, example: example)
+    ds = ds.batch(share.per_replica, drop_remainder=True)
     return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options())
+
+
+@dataclasses.dataclass(frozen=True)
+class Share:
+  """Input pipeline `index` of `count`: its contiguous `size` examples of every global
+  batch of `batch`, in per-replica batches of `per_replica`."""
+  index: int
+  count: int
+  batch: int
+  per_replica: int
+
+  @classmethod
+  def of(cls, context, batch):
+    if context is None:
+      return cls(0, 1, batch, batch)
+    return cls(context.input_pipeline_id, context.num_input_pipelines, batch,
+               context.get_per_replica_batch_size(batch))
+
+  @property
+  def size(self):
+    return self.batch // self.count
+
+  @property
+  def whole(self):
+    """Whether this pipeline yields whole global batches (one pipeline, one replica)."""
+    return self.per_replica == self.batch
+
+  def keep(self, enumerated):
+    """(position, example) pairs -> those whose position falls in this share."""
+    index, size, batch = self.index, self.size, self.batch
+    return enumerated.filter(lambda position, _: position % batch // size == index)
+
+  def cut(self, batches):
+    """Global batches -> this share's per-replica batches."""
+    begin, end = self.index * self.size, (self.index + 1) * self.size
+    return batches.map(lambda *batch: tuple(x[begin:end] for x in batch)).unbatch().batch(
+        self.per_replica, drop_remainder=True)

@@ -11,6 +11,7 @@ tests that use `run` create no tensors in the parent.
 """
 
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -20,6 +21,10 @@ import tempfile
 # The runfiles (or source) root, where recipes/ and its Gin files live.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = "--gin_file=recipes/nfnet_long_tail_tiny.gin"
+# Stochastic depth and dropout draw per replica; without them runs on different
+# replica counts do the same arithmetic, summed in a different order.
+DETERMINISTIC_MODEL = ("--gin_bindings=zoo.build.stochdepth_rate = 0.0",
+                       "--gin_bindings=zoo.build.dropout = 0.0")
 # Log records (TF's C++ "2026-01-01 ..." lines and absl's "I1122 ..." / "W1122 ...").
 # absl's C++ logging announces itself with one line before its first record.
 LOG_RECORD = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d|[IWEF]\d{4} \d\d:\d\d|"
@@ -68,6 +73,21 @@ def run(*args, env=None):
     err.seek(0)
     return Result(os.waitstatus_to_exitcode(status), out.read().decode(errors="replace"),
                   err.read().decode(errors="replace"))
+
+
+def final_weights(model_dir):
+  """({name: value} of the model variables in the run's latest checkpoint, its path)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (run() forks untouched)
+  path = tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
+  reader = tf.train.load_checkpoint(path)
+  return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
+          if n.startswith("model/") and n.endswith(".ATTRIBUTES/VARIABLE_VALUE")}, path
+
+
+def metrics(model_dir):
+  """The run's metrics.json."""
+  with open(os.path.join(model_dir, "metrics.json")) as f:
+    return json.load(f)
 
 
 def environment(extra=None):

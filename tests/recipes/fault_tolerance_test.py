@@ -22,16 +22,6 @@ ARGS = (cli.TINY, "--gin_bindings=Runtime.keep_checkpoints = 5")
 STEPS = 16  # 2 epochs of 8 steps
 
 
-def final_weights(model_dir):
-  """{name: value} of the model in the run's latest checkpoint, and its path."""
-  directory = os.path.join(model_dir, "checkpoints")
-  path = tf.train.latest_checkpoint(directory)
-  reader = tf.train.load_checkpoint(path)
-  names = [n for n in reader.get_variable_to_shape_map()
-           if n.startswith("model/") and n.endswith(".ATTRIBUTES/VARIABLE_VALUE")]
-  return {n: reader.get_tensor(n) for n in names}, path
-
-
 class FaultToleranceTest(parameterized.TestCase, tf.test.TestCase):
 
   @classmethod
@@ -42,7 +32,7 @@ class FaultToleranceTest(parameterized.TestCase, tf.test.TestCase):
     shutil.rmtree(cls.baseline, ignore_errors=True)
     result = cli.finish(cli.spawn(*ARGS, f"--model_dir={cls.baseline}"))
     assert result.returncode == 0, result.stderr[-3000:]
-    cls.weights, cls.path = final_weights(cls.baseline)
+    cls.weights, cls.path = cli.final_weights(cls.baseline)
 
   def model_dir(self):
     return os.path.join(self.create_tempdir().full_path, "run")
@@ -52,7 +42,7 @@ class FaultToleranceTest(parameterized.TestCase, tf.test.TestCase):
                                 f"--model_dir={model_dir}", module="tests.recipes.interrupt"))
 
   def assert_same_as_uninterrupted(self, model_dir):
-    weights, path = final_weights(model_dir)
+    weights, path = cli.final_weights(model_dir)
     self.assertEqual(os.path.basename(path), os.path.basename(self.path))
     self.assertEqual(sorted(weights), sorted(self.weights))
     for name, value in self.weights.items():
@@ -97,8 +87,8 @@ class FaultToleranceTest(parameterized.TestCase, tf.test.TestCase):
     self.assertRegex(result.said[-1], r"at epoch 2, step 3 of 7: saved .*ckpt-10;")
     result = cli.finish(cli.spawn(*ARGS, *extra, f"--model_dir={model_dir}"))
     self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
-    want, _ = final_weights(straight)
-    got, _ = final_weights(model_dir)
+    want, _ = cli.final_weights(straight)
+    got, _ = cli.final_weights(model_dir)
     for name, value in want.items():
       self.assertAllEqual(got[name], value, msg=name)
     reports = []
@@ -196,7 +186,7 @@ class FaultToleranceTest(parameterized.TestCase, tf.test.TestCase):
     with open(os.path.join(model_dir, "metrics.json")) as f:
       metrics = json.load(f)  # strict JSON
     self.assertEqual(metrics["nonfinite_rollbacks"], 1)
-    weights, _ = final_weights(model_dir)
+    weights, _ = cli.final_weights(model_dir)
     # Epoch 2 was retrained on a fresh data order: not the baseline's weights.
     self.assertFalse(all(np.array_equal(weights[n], v) for n, v in self.weights.items()))
 

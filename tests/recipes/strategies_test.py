@@ -34,6 +34,21 @@ class StrategiesTest(tf.test.TestCase):
                                 "--strategy=mirrored or drop --cpu_replicas"):
       strategies.make_strategy("one_device", cpu_replicas=2)
 
+  def test_cluster_errors(self):
+    with self.assertRaisesRegex(ConfigError, "unknown --cluster='k8s'; choose one of "
+                                "tf_config, slurm"):
+      strategies.make_strategy("multi_worker_mirrored", cluster="k8s")
+    with self.assertRaisesRegex(ConfigError, "--cluster=slurm describes the workers of "
+                                "--strategy=multi_worker_mirrored"):
+      strategies.make_strategy("mirrored", cluster="slurm")
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("SLURM_")}
+    try:
+      with self.assertRaisesRegex(ConfigError, "--cluster=slurm needs a Slurm job step "
+                                  r"\(SLURM_PROCID is not set\); start the workers with srun"):
+        strategies.make_strategy("multi_worker_mirrored", cluster="slurm")
+    finally:
+      os.environ.update(saved)
+
   def test_two_workers_start_and_all_reduce(self):
     """TF_CONFIG workers on localhost: the strategy is made before the runtime starts
     (collective ops must be configured at program startup), and they all-reduce."""

@@ -1,0 +1,117 @@
+"""`--backend=local`: the job's workers as processes on this machine.
+
+Each worker is `python -m recipes.train ... --strategy=multi_worker_mirrored` with its
+own `TF_CONFIG` (the cluster on free localhost ports, its task index); worker 0 is the
+chief, the one that writes model_dir. A real multi-process job: the same code path as
+a cluster's, and the one the tests run.
+
+When a worker fails, TensorFlow's coordination service makes the others fail too (a
+collective with a missing peer errors out); the launcher gives them `GRACE_SECONDS` to
+do so, then stops them, and exits with the first failure's status. Rerunning the same
+command resumes from the chief's last checkpoint.
+"""
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+# The workspace root (runfiles root under `bazel run`): where `recipes` is importable.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRACE_SECONDS = 60
+
+
+def free_ports(count):
+  """`count` localhost ports free now (bound, then released; a port taken in between
+  makes a worker fail to start, and the launcher then exits non-zero)."""
+  sockets = []
+  try:
+    for _ in range(count):
+      s = socket.socket()
+      s.bind(("localhost", 0))
+      sockets.append(s)
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
+
+
+def tf_configs(ports):
+  """One TF_CONFIG a worker: the cluster of `ports` on localhost and its own index."""
+  cluster = {"worker": [f"localhost:{p}" for p in ports]}
+  return [json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
+          for i in range(len(ports))]
+
+
+def worker_commands(job, python=sys.executable):
+  """[(TF_CONFIG, argv)] of the job's workers."""
+  argv = job.command(python=python)
+  return [(config, argv) for config in tf_configs(free_ports(job.workers))]
+
+
+def _relay(stream, prefix, out):
+  for line in stream:
+    out.write(prefix + line)
+    out.flush()
+
+
+def launch(job, dry_run=False, out=None, python=sys.executable):
+  """Runs the job's workers here (or prints their commands); returns the exit status:
+  0 when every worker finished, else the first failing worker's."""
+  out = out or sys.stdout
+  commands = worker_commands(job, python)
+  if dry_run:
+    for config, argv in commands:
+      out.write(f"TF_CONFIG={shlex.quote(config)} {shlex.join(argv)}\n")
+    return 0
+  env = dict(os.environ)
+  env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+  processes, relays = [], []
+  for index, (config, argv) in enumerate(commands):
+    process = subprocess.Popen(argv, cwd=ROOT, env=dict(env, TF_CONFIG=config),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    prefix = "" if index == 0 else f"[worker {index}] "
+    relay = threading.Thread(target=_relay, args=(process.stdout, prefix, out), daemon=True)
+    relay.start()
+    processes.append(process)
+    relays.append(relay)
+  try:
+    status = wait(processes, out)
+  except KeyboardInterrupt:  # Ctrl-C reached the workers too: they save and exit
+    status = wait(processes, out)
+  for relay, process in zip(relays, processes):
+    relay.join(timeout=5)
+    process.stdout.close()
+  return status
+
+
+def wait(processes, out):
+  """Waits for every process; after the first failure, the rest get GRACE_SECONDS to
+  exit, then SIGTERM, then SIGKILL. Returns 0 or the first failure's status."""
+  failed, failed_at = None, None
+  while any(p.poll() is None for p in processes):
+    if failed is None:
+      failed = next((p for p in processes if p.poll() not in (None, 0)), None)
+      failed_at = time.monotonic() if failed is not None else None
+      if failed is not None:
+        out.write(f"worker {processes.index(failed)} exited with status "
+                  f"{failed.returncode}; waiting up to {GRACE_SECONDS} s for the others\n")
+    elif time.monotonic() - failed_at > GRACE_SECONDS:
+      for p in processes:
+        if p.poll() is None:
+          p.terminate()
+      try:
+        for p in processes:
+          p.wait(timeout=30)
+      except subprocess.TimeoutExpired:
+        for p in processes:
+          p.kill()
+    time.sleep(0.2)
+  if failed is None:
+    failed = next((p for p in processes if p.returncode != 0), None)
+  return 0 if failed is None else failed.returncode
+
