@@ -1,0 +1,152 @@
+"""Writes a Docker build context for one flavour of the project's image, and its tag.
+
+    build_context.py --flavour=gpu --lock=third_party/py/requirements_gpu_lock.txt \
+        --base=python:3.11.7-slim-bookworm --context=gpu_context.tar.gz \
+        --tag_file=gpu_image.txt recipes/train.py recipes/nfnet_long_tail.gin ...
+
+The context (a gzipped tar, for `docker build - < gpu_context.tar.gz`) holds a
+Dockerfile, the flavour's lock and the given sources at their workspace paths. The
+Dockerfile installs the lock as the Bazel environment does (`pip install
+--require-hashes --no-deps`) into the base image's Python, then copies the sources to
+launch.job.IMAGE_WORKDIR, so `python3 -m recipes.train --gin_file=...` runs there.
+
+Reproducible: entries sorted by path, mtime 0, uid/gid 0, mode 0644, gzip mtime 0 and
+no file name, so equal inputs give equal bytes. The tag is
+`model-zoo:<flavour>-<first 12 hex digits of the sha256 of the uncompressed tar>`.
+Bad input: one line on stderr, exit status 2.
+"""
+
+import argparse
+import gzip
+import hashlib
+import io
+import os
+import sys
+import tarfile
+
+# launch.job.IMAGE_WORKDIR and IMAGE_PYTHON (this tool runs alone, so they are repeated;
+# //tests/launch:image_test checks they agree).
+WORKDIR = "/opt/zoo"
+PYTHON = "python3"
+REPOSITORY = "model-zoo"
+FLAVOURS = ("cpu", "gpu")
+# The workspace's top-level directories an image holds; never tests/.
+SOURCE_ROOTS = ("launch", "recipes", "tricks", "zoo")
+EXIT_BAD_INPUT = 2
+
+_NOTES = {
+    "cpu": "# CPU: TensorFlow runs on the CPU.\n",
+    "gpu": ("# GPU: CUDA and cuDNN come from the lock's nvidia-* wheels (tensorflow[and-cuda]);\n"
+            "# the host gives only the NVIDIA driver (docker run --gpus all; on Kubernetes the\n"
+            "# NVIDIA device plugin).\n"),
+}
+
+
+class ContextError(ValueError):
+  """Bad input: the message is the line printed."""
+
+
+def dockerfile(flavour, base, lock_name, roots):
+  """The Dockerfile's text: base, the lock installed by hash, then the sources."""
+  copies = "".join(f"COPY {root}/ {root}/\n" for root in sorted(roots))
+  return (f"# model-zoo:{flavour}, written by //launch/image (launch/image/build_context.py).\n"
+          f"{_NOTES[flavour]}"
+          f"FROM {base}\n"
+          f"ENV PYTHONUNBUFFERED=1 PYTHONPATH={WORKDIR}\n"
+          f"WORKDIR {WORKDIR}\n"
+          f"COPY {lock_name} ./\n"
+          f"RUN {PYTHON} -m pip install --disable-pip-version-check --no-input --no-cache-dir \\\n"
+          f"      --root-user-action=ignore --require-hashes --no-deps -r {lock_name}\n"
+          f"{copies}")
+
+
+def tar_bytes(files):
+  """An uncompressed tar of `files` ({archive path: bytes}), sorted, owned by root, mtime 0."""
+  out = io.BytesIO()
+  with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+    for name in sorted(files):
+      info = tarfile.TarInfo(name)
+      info.size = len(files[name])
+      info.mode = 0o644
+      info.mtime = 0
+      info.uid = info.gid = 0
+      info.uname = info.gname = ""
+      tar.addfile(info, io.BytesIO(files[name]))
+  return out.getvalue()
+
+
+def gzip_bytes(data):
+  """`data` gzipped with no file name and mtime 0."""
+  return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def image_tag(flavour, tar):
+  return f"{REPOSITORY}:{flavour}-{hashlib.sha256(tar).hexdigest()[:12]}"
+
+
+def archive_name(path):
+  """The workspace path `path` (as Bazel gives a source file) as a context entry."""
+  name = os.path.normpath(path)
+  if os.path.isabs(path) or name.startswith("..") or name.startswith("bazel-out"):
+    raise ContextError(f"source {path!r} is not a workspace source file; pass files of "
+                       f"{', '.join(SOURCE_ROOTS)} by their workspace paths")
+  if name.split(os.sep, 1)[0] not in SOURCE_ROOTS or os.sep not in name:
+    raise ContextError(f"source {path!r} is outside {', '.join(r + '/' for r in SOURCE_ROOTS)}; "
+                       "the image holds those alone (no tests/)")
+  return name
+
+
+def context_files(flavour, lock, base, sources):
+  """{archive path: bytes}: the Dockerfile, the lock and every source."""
+  if flavour not in FLAVOURS:
+    raise ContextError(f"--flavour={flavour!r} is not one of {', '.join(FLAVOURS)}")
+  if not sources:
+    raise ContextError("no sources given; pass the files of recipes/, zoo/, tricks/, launch/")
+  lock_name = os.path.basename(lock)
+  files = {}
+  for path in sources:
+    name = archive_name(path)
+    if name in files:
+      raise ContextError(f"source {path!r} is given twice; pass each file once")
+    with open(path, "rb") as f:
+      files[name] = f.read()
+  roots = {name.split(os.sep, 1)[0] for name in files}
+  with open(lock, "rb") as f:
+    files[lock_name] = f.read()
+  files["Dockerfile"] = dockerfile(flavour, base, lock_name, roots).encode()
+  return files
+
+
+def build(flavour, lock, base, sources):
+  """(gzipped context, tag) for the flavour."""
+  tar = tar_bytes(context_files(flavour, lock, base, sources))
+  return gzip_bytes(tar), image_tag(flavour, tar)
+
+
+def main(argv):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("--flavour", required=True, help="cpu or gpu")
+  parser.add_argument("--lock", required=True, help="the flavour's hash-locked requirements")
+  parser.add_argument("--base", required=True, help="the base image (Python 3.11.7)")
+  parser.add_argument("--context", required=True, help="where the .tar.gz goes")
+  parser.add_argument("--tag_file", required=True, help="where the image tag goes")
+  parser.add_argument("sources", nargs="*", help="workspace source files")
+  args = parser.parse_args(argv)
+  try:
+    context, tag = build(args.flavour, args.lock, args.base, args.sources)
+  except ContextError as e:
+    print(f"build_context: {e}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+  except OSError as e:
+    print(f"build_context: cannot read {e.filename}: {e.strerror}; pass files that exist",
+          file=sys.stderr)
+    return EXIT_BAD_INPUT
+  with open(args.context, "wb") as f:
+    f.write(context)
+  with open(args.tag_file, "w") as f:
+    f.write(tag + "\n")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))
