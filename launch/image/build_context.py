@@ -10,8 +10,8 @@ Dockerfile installs the lock as the Bazel environment does (`pip install
 --require-hashes --no-deps`) into the base image's Python, then copies the sources to
 launch.job.IMAGE_WORKDIR, so `python3 -m recipes.train --gin_file=...` runs there.
 
-Reproducible: entries sorted by path, mtime 0, uid/gid 0, mode 0644, gzip mtime 0 and
-no file name, so equal inputs give equal bytes. The tag is
+Reproducible: entries (files 0644, their directories 0755) sorted by path, mtime 0,
+uid/gid 0, gzip mtime 0 and no file name, so equal inputs give equal bytes. The tag is
 `model-zoo:<flavour>-<first 12 hex digits of the sha256 of the uncompressed tar>`.
 Bad input: one line on stderr, exit status 2.
 """
@@ -36,9 +36,9 @@ EXIT_BAD_INPUT = 2
 
 _NOTES = {
     "cpu": "# CPU: TensorFlow runs on the CPU.\n",
-    "gpu": ("# GPU: CUDA and cuDNN come from the lock's nvidia-* wheels (tensorflow[and-cuda]);\n"
-            "# the host gives only the NVIDIA driver (docker run --gpus all; on Kubernetes the\n"
-            "# NVIDIA device plugin).\n"),
+    "gpu": ("# GPU: CUDA and cuDNN come from the lock's nvidia-* wheels\n"
+            "# (tensorflow[and-cuda]); the host gives only the NVIDIA driver (docker run\n"
+            "# --gpus all; on Kubernetes, the NVIDIA device plugin).\n"),
 }
 
 
@@ -55,23 +55,36 @@ def dockerfile(flavour, base, lock_name, roots):
           f"ENV PYTHONUNBUFFERED=1 PYTHONPATH={WORKDIR}\n"
           f"WORKDIR {WORKDIR}\n"
           f"COPY {lock_name} ./\n"
-          f"RUN {PYTHON} -m pip install --disable-pip-version-check --no-input --no-cache-dir \\\n"
-          f"      --root-user-action=ignore --require-hashes --no-deps -r {lock_name}\n"
+          f"RUN {PYTHON} -m pip install --disable-pip-version-check --no-input \\\n"
+          "      --no-cache-dir --root-user-action=ignore \\\n"
+          f"      --require-hashes --no-deps -r {lock_name}\n"
           f"{copies}")
 
 
 def tar_bytes(files):
-  """An uncompressed tar of `files` ({archive path: bytes}), sorted, owned by root, mtime 0."""
+  """An uncompressed tar of `files` ({archive path: bytes}) and their directories, sorted
+  by path, owned by root (uid/gid 0), mtime 0, files 0644 and directories 0755."""
+  directories = {os.path.dirname(name) for name in files}
+  for directory in list(directories):
+    while directory:
+      directories.add(directory)
+      directory = os.path.dirname(directory)
+  directories.discard("")
   out = io.BytesIO()
   with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-    for name in sorted(files):
+    for name in sorted(directories | set(files)):
       info = tarfile.TarInfo(name)
-      info.size = len(files[name])
-      info.mode = 0o644
       info.mtime = 0
       info.uid = info.gid = 0
       info.uname = info.gname = ""
-      tar.addfile(info, io.BytesIO(files[name]))
+      if name in files:
+        info.size = len(files[name])
+        info.mode = 0o644
+        tar.addfile(info, io.BytesIO(files[name]))
+      else:
+        info.type = tarfile.DIRTYPE
+        info.mode = 0o755
+        tar.addfile(info)
   return out.getvalue()
 
 
@@ -91,8 +104,9 @@ def archive_name(path):
     raise ContextError(f"source {path!r} is not a workspace source file; pass files of "
                        f"{', '.join(SOURCE_ROOTS)} by their workspace paths")
   if name.split(os.sep, 1)[0] not in SOURCE_ROOTS or os.sep not in name:
-    raise ContextError(f"source {path!r} is outside {', '.join(r + '/' for r in SOURCE_ROOTS)}; "
-                       "the image holds those alone (no tests/)")
+    roots = ", ".join(r + "/" for r in SOURCE_ROOTS)
+    raise ContextError(f"source {path!r} is outside {roots}; the image holds those alone "
+                       "(no tests/)")
   return name
 
 

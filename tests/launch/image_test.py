@@ -139,7 +139,8 @@ class ImageTest(absltest.TestCase):
         steps = instructions(files["Dockerfile"].decode())
         self.assertEqual("FROM", steps[0][0])
         self.assertRegex(steps[0][1], r"^python:3\.11\.7-slim-bookworm(@sha256:[0-9a-f]{64})?$")
-        self.assertEqual([job.IMAGE_WORKDIR], [args for word, args in steps if word == "WORKDIR"])
+        self.assertEqual([job.IMAGE_WORKDIR],
+                         [args for word, args in steps if word == "WORKDIR"])
         installs = [args for word, args in steps if word == "RUN" and " pip install " in args]
         self.assertLen(installs, 1)
         words = installs[0].split()
@@ -207,10 +208,14 @@ class ImageTest(absltest.TestCase):
         self.assertEqual(sorted(names), names)
         self.assertEqual(len(set(names)), len(names))
         for info in infos:
-          self.assertTrue(info.isfile(), info.name)
-          self.assertEqual((0, 0, 0, 0o644, "", ""),
+          self.assertTrue(info.isfile() or info.isdir(), info.name)
+          self.assertEqual((0, 0, 0, 0o644 if info.isfile() else 0o755, "", ""),
                            (info.mtime, info.uid, info.gid, info.mode, info.uname, info.gname),
                            info.name)
+        directories = {i.name for i in infos if i.isdir()}
+        for name in names:
+          if "/" in name:
+            self.assertIn(os.path.dirname(name), directories, name)
 
   def test_tag_is_the_content_digest(self):
     for flavour in _LOCKS:
