@@ -48,43 +48,62 @@ def wait_for_checkpoint_after_epoch_one(model_dir, processes, timeout=300):
 
 class LocalResumeTest(tf.test.TestCase):
 
-  def test_kill_one_worker_then_relaunch(self):
-    root = self.create_tempdir().full_path
-    straight, killed = os.path.join(root, "straight"), os.path.join(root, "killed")
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = os.environ.get("TEST_TMPDIR") or "/tmp"
+    cls.straight = os.path.join(cls.root, "straight")
     out = io.StringIO()
     with mock.patch.dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"):
-      self.assertEqual(local.launch(job(straight), out=out), 0, out.getvalue()[-3000:])
+      status = local.launch(job(cls.straight), out=out)
+    assert status == 0, out.getvalue()[-3000:]
 
-    workers = start_workers(killed)
+  def interrupt_then_relaunch(self, signum):
+    """Signals worker 1 after the first epoch's checkpoint; the chief's exit status;
+    then relaunches and checks the run ends as the uninterrupted one."""
+    model_dir = os.path.join(self.create_tempdir().full_path, "run")
+    workers = start_workers(model_dir)
     try:
-      self.assertTrue(wait_for_checkpoint_after_epoch_one(killed, workers),
-                      "no checkpoint after epoch 1: " + workers[0].stderr.read()[-2000:]
+      started = wait_for_checkpoint_after_epoch_one(model_dir, workers)
+      self.assertTrue(started, workers[0].stderr.read()[-2000:]
                       if workers[0].poll() is not None else "timed out")
-      workers[1].send_signal(signal.SIGKILL)
-      killed_at = time.monotonic()
+      workers[1].send_signal(signum)
+      signalled_at = time.monotonic()
       try:
         workers[0].wait(timeout=60)
       except subprocess.TimeoutExpired:
-        self.fail("the chief still runs 60 s after its peer was killed")
-      self.assertNotEqual(workers[0].returncode, 0)
-      self.assertLess(time.monotonic() - killed_at, 60)
+        self.fail("the chief still runs 60 s after its peer was signalled")
+      self.assertLess(time.monotonic() - signalled_at, 60)
+      workers[1].wait(timeout=60)
+      statuses = [p.returncode for p in workers]
     finally:
       for p in workers:
         if p.poll() is None:
           p.kill()
         p.communicate()
-    self.assertFalse(os.path.exists(os.path.join(killed, "metrics.json")))
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")))
 
     out = io.StringIO()
     with mock.patch.dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"):
-      self.assertEqual(local.launch(job(killed), out=out), 0, out.getvalue()[-3000:])
+      self.assertEqual(local.launch(job(model_dir), out=out), 0, out.getvalue()[-3000:])
     self.assertIn("Resumed from", out.getvalue())
-    (want, _), (got, _) = cli.final_weights(straight), cli.final_weights(killed)
+    (want, _), (got, _) = cli.final_weights(self.straight), cli.final_weights(model_dir)
     self.assertEqual(sorted(got), sorted(want))
     for name, value in want.items():
       self.assertAllClose(got[name], value, rtol=1e-6, atol=1e-7, msg=name)
-    self.assertEqual(cli.metrics(killed)["balanced_accuracy"],
-                     cli.metrics(straight)["balanced_accuracy"])
+    self.assertEqual(cli.metrics(model_dir)["balanced_accuracy"],
+                     cli.metrics(self.straight)["balanced_accuracy"])
+    return statuses
+
+  def test_a_killed_worker_stops_the_job_and_relaunch_resumes(self):
+    chief, _ = self.interrupt_then_relaunch(signal.SIGKILL)
+    self.assertNotEqual(chief, 0)
+
+  def test_sigterm_on_one_worker_saves_and_stops_both(self):
+    """The preemption notice is agreed across workers: both save at the same step and
+    exit 143 (a scheduler's retry status), and the relaunch resumes mid-epoch."""
+    statuses = self.interrupt_then_relaunch(signal.SIGTERM)
+    self.assertEqual(statuses, [143, 143])
 
 
 if __name__ == "__main__":
