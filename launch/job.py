@@ -7,6 +7,7 @@ and the user's recipe flags. Nothing here imports the recipes: a worker is a pro
 """
 
 import dataclasses
+import posixpath
 import re
 from typing import Tuple
 
@@ -15,6 +16,12 @@ from typing import Tuple
 # //launch/image builds it so; every cluster backend runs the recipe from here.
 IMAGE_WORKDIR = "/opt/zoo"
 IMAGE_PYTHON = "python3"
+
+# Where a gs://BUCKET is mounted with Cloud Storage FUSE: /gcs/BUCKET. Vertex AI mounts
+# every bucket there itself; the kubernetes and tpu_vm backends mount there too. The
+# trainer writes model_dir with local file APIs (the locked TensorFlow has no gs:// file
+# system), so it is given the mounted path, never the URL.
+GCS_ROOT = "/gcs"
 
 # Kubernetes object names (RFC 1123 labels): lower case, digits and '-', at most 63.
 
@@ -25,6 +32,36 @@ class LaunchError(ValueError):
 
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,46}[a-z0-9])?$")
+
+
+# A bucket name's characters (its length is Cloud Storage's to check).
+_BUCKET = re.compile(r"^[a-z0-9]([-_.a-z0-9]*[a-z0-9])?$")
+
+
+def bucket_and_path(model_dir):
+  """(BUCKET, PATH) of a gs://BUCKET/PATH model_dir (PATH "" for the bucket's root,
+  without surrounding or repeated '/'); None when model_dir is not a gs:// URL.
+  LaunchError when it is one the mount cannot stand for."""
+  if not model_dir.startswith("gs://"):
+    return None
+  bucket, _, path = model_dir[len("gs://"):].partition("/")
+  if not _BUCKET.match(bucket):
+    raise LaunchError(f"--model_dir={model_dir}: {bucket!r} is not a Cloud Storage bucket "
+                      "name; give gs://BUCKET/PATH, e.g. --model_dir=gs://my-bucket/runs/x")
+  parts = [p for p in path.split("/") if p]
+  if any(p in (".", "..") for p in parts):
+    raise LaunchError(f"--model_dir={model_dir}: '.' and '..' are not folders in a bucket; "
+                      "give the path without them")
+  return bucket, "/".join(parts)
+
+
+def mounted(model_dir, root=GCS_ROOT):
+  """The path the trainer is given for model_dir: gs://BUCKET/PATH is root/BUCKET/PATH,
+  where the backend mounts the bucket with Cloud Storage FUSE; a path is itself."""
+  found = bucket_and_path(model_dir)
+  if found is None:
+    return model_dir
+  return posixpath.join(root, *[p for p in found if p])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +75,9 @@ class Job:
   recipe_args: further flags for recipes.train (--gin_bindings=..., ...).
   workers: processes that train together (multi_worker_mirrored); the first is the
     chief, the one that writes the run's outputs.
-  model_dir: where the run is written: a path every worker reaches (a shared volume, or
-    a gs:// bucket path on Google Cloud).
+  model_dir: where the run is written: a path every worker reaches (a shared volume), or
+    on Google Cloud a gs://BUCKET/PATH URL, which the backend mounts so that the trainer
+    writes to GCS_ROOT/BUCKET/PATH (see `mounted`).
   image: the container image (cluster backends).
   accelerator: the engine's accelerator type ("" for CPU only): Kubernetes node
     selector value (e.g. nvidia-tesla-a100), Vertex enum (NVIDIA_TESLA_A100), TPU type

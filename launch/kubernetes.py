@@ -25,9 +25,21 @@ disruption (preemption, eviction, node drain: the DisruptionTarget condition) is
 replaced without counting; any other failure counts against backoffLimitPerIndex,
 and one index past its limit fails the job (maxFailedIndexes 0).
 
-Where the run is written: a gs:// path, or a PersistentVolumeClaim (ReadWriteMany, so
-every worker mounts it) at `volume_mount`, model_dir defaulting to
-<volume_mount>/<name>.
+Where the run is written: a PersistentVolumeClaim (ReadWriteMany, so every worker
+mounts it) at `volume_mount`, model_dir defaulting to <volume_mount>/<name>; or a
+gs://BUCKET/PATH model_dir, whose bucket every pod mounts at /gcs/BUCKET with GKE's
+Cloud Storage FUSE CSI driver (an ephemeral `csi` volume, driver
+gcsfuse.csi.storage.gke.io, and the pod annotation gke-gcsfuse/volumes: "true" that has
+GKE inject the gcsfuse sidecar); the trainer, which writes with local file APIs, gets
+--model_dir=/gcs/BUCKET/PATH. That needs a GKE cluster with the CSI driver add-on and
+Workload Identity Federation for GKE, and the pods' Kubernetes service account (the
+namespace's `default`: the manifests set none) granted access to the bucket, e.g.
+roles/storage.objectUser for the principal
+`principal://iam.googleapis.com/projects/PROJECT_NUMBER/locations/global/
+workloadIdentityPools/PROJECT_ID.svc.id.goog/subject/ns/NAMESPACE/sa/default` (one line).
+After a SIGTERM the trainer writes its checkpoint through the mount: that relies on the
+sidecar outliving it, as a native sidecar (an init container Kubernetes stops after the
+trainer) does where GKE injects it so; not verified here for every GKE version.
 """
 
 import dataclasses
@@ -36,8 +48,11 @@ import posixpath
 from launch import yaml_text
 from launch.job import IMAGE_PYTHON
 from launch.job import IMAGE_WORKDIR
+from launch.job import GCS_ROOT
 from launch.job import LaunchError
 from launch.job import Step
+from launch.job import bucket_and_path
+from launch.job import mounted
 
 KINDS = ("tfjob", "indexed_job")
 CONTAINER = "tensorflow"  # TFJobDefaultContainerName: the operator reads its exit code
@@ -50,6 +65,12 @@ GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GRACE_SECONDS = 120
 EXIT_BAD_INPUT, EXIT_DIVERGED = 2, 3  # recipes/errors.py
 VOLUME = "runs"
+# GKE's Cloud Storage FUSE CSI driver: the volume of a gs:// model_dir's bucket.
+GCS_VOLUME = "gcs"
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
+# Folders that exist only as object name prefixes are listed (gcsfuse --implicit-dirs).
+GCSFUSE_MOUNT_OPTIONS = "implicit-dirs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,26 +87,43 @@ class Options:
   accelerator_label: str = GKE_ACCELERATOR_LABEL
 
 
+def bucket_mount(job):
+  """(bucket, where the pods mount it) for a gs:// model_dir; None otherwise."""
+  found = bucket_and_path(job.model_dir)
+  return None if found is None else (found[0], posixpath.join(GCS_ROOT, found[0]))
+
+
+def _overlap(a, b):
+  return a == b or a == "/" or b == "/" or a.startswith(b + "/") or b.startswith(a + "/")
+
+
 def model_dir(job, options):
-  """Job.model_dir checked against where workers can write; its default on a volume."""
+  """The trainer's model_dir: Job.model_dir checked against where workers can write, its
+  default on a volume, a gs:// URL's path on the mounted bucket."""
+  gcs = bucket_mount(job)
   if options.volume_claim:
     mount = posixpath.normpath(options.volume_mount)
     if not posixpath.isabs(mount):
       raise LaunchError(f"--volume_mount={options.volume_mount!r} must be an absolute "
                         "path, e.g. --volume_mount=/runs")
+    if gcs and _overlap(mount, gcs[1]):
+      raise LaunchError(f"--volume_mount={mount} overlaps {gcs[1]}, where the pods mount "
+                        f"the bucket of --model_dir={job.model_dir}; mount the claim "
+                        "elsewhere, e.g. --volume_mount=/runs")
     if not job.model_dir:
       return posixpath.join(mount, job.name)
-    if job.model_dir.startswith("gs://") or \
-        posixpath.normpath(job.model_dir).startswith(mount + "/"):
+    if gcs:
+      return mounted(job.model_dir)
+    if posixpath.normpath(job.model_dir).startswith(mount + "/"):
       return job.model_dir
     raise LaunchError(f"--model_dir={job.model_dir!r} is not on the volume "
                       f"--volume_claim={options.volume_claim} mounts at {mount}; give a "
                       f"path under it (e.g. {mount}/{job.name}) or a gs:// path")
-  if not job.model_dir.startswith("gs://"):
+  if not gcs:
     given = f"--model_dir={job.model_dir!r} is not reachable from every pod" \
         if job.model_dir else "the kubernetes backend needs --model_dir"
     raise LaunchError(f"{given}; give a gs:// path, or --volume_claim=<ReadWriteMany PVC>")
-  return job.model_dir
+  return mounted(job.model_dir)
 
 
 def check(job, options):
@@ -111,9 +149,14 @@ def container(job, options, command, env=()):
   spec["ports"] = [{"name": PORT_NAME, "containerPort": PORT}]
   if job.accelerators_per_worker:
     spec["resources"] = {"limits": {GPU_RESOURCE: job.accelerators_per_worker}}
+  mounts = []
   if options.volume_claim:
-    spec["volumeMounts"] = [{"name": VOLUME,
-                             "mountPath": posixpath.normpath(options.volume_mount)}]
+    mounts.append({"name": VOLUME, "mountPath": posixpath.normpath(options.volume_mount)})
+  gcs = bucket_mount(job)
+  if gcs:
+    mounts.append({"name": GCS_VOLUME, "mountPath": gcs[1]})
+  if mounts:
+    spec["volumeMounts"] = mounts
   return spec
 
 
@@ -122,15 +165,33 @@ def pod_spec(job, options, command, env=()):
           "containers": [container(job, options, command, env)]}
   if job.accelerator:
     spec["nodeSelector"] = {options.accelerator_label: job.accelerator}
+  volumes = []
   if options.volume_claim:
-    spec["volumes"] = [{"name": VOLUME,
-                        "persistentVolumeClaim": {"claimName": options.volume_claim}}]
+    volumes.append({"name": VOLUME,
+                    "persistentVolumeClaim": {"claimName": options.volume_claim}})
+  gcs = bucket_mount(job)
+  if gcs:
+    volumes.append({"name": GCS_VOLUME, "csi": {
+        "driver": GCSFUSE_DRIVER,
+        "volumeAttributes": {"bucketName": gcs[0],
+                             "mountOptions": GCSFUSE_MOUNT_OPTIONS}}})
+  if volumes:
+    spec["volumes"] = volumes
   return spec
 
 
 def labels(job):
   """The job's pods: the Indexed Job's Service selects them by these."""
   return {"app.kubernetes.io/name": "zoo", "app.kubernetes.io/instance": job.name}
+
+
+def pod_metadata(job):
+  """The pod template's metadata: its labels, and with a gs:// model_dir the annotation
+  that has GKE inject the Cloud Storage FUSE sidecar."""
+  metadata = {"labels": labels(job)}
+  if bucket_mount(job):
+    metadata["annotations"] = {GCSFUSE_ANNOTATION: "true"}
+  return metadata
 
 
 def tfjob(job, options=Options()):
@@ -140,7 +201,7 @@ def tfjob(job, options=Options()):
 
   def replica(count):
     return {"replicas": count, "restartPolicy": "ExitCode",
-            "template": {"metadata": {"labels": labels(job)},
+            "template": {"metadata": pod_metadata(job),
                          "spec": pod_spec(job, options, run.command())}}
 
   replicas = {"Chief": replica(1)}
@@ -183,7 +244,7 @@ def indexed_job(job, options=Options()):
               {"action": "Ignore",
                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
           ]},
-          "template": {"metadata": {"labels": labels(job)}, "spec": pod},
+          "template": {"metadata": pod_metadata(job), "spec": pod},
       }}
   return service, batch_job
 

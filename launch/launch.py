@@ -5,7 +5,10 @@ on a cluster engine, or as local worker processes.
     --recipe        the recipe (recipes/<recipe>.gin), e.g. nfnet_long_tail
     --workers       processes training together (multi_worker_mirrored); default 1
     --name          the job's name on the engine; default the recipe's, '_' -> '-'
-    --model_dir     where the run is written, reachable from every worker
+    --model_dir     where the run is written, reachable from every worker: a shared
+                    path, or gs://BUCKET/PATH (kubernetes, vertex, tpu_vm), which the
+                    trainer sees at the bucket's Cloud Storage FUSE mount,
+                    /gcs/BUCKET/PATH
     --image         the container image; default <--registry>/<tag built by
                     //launch/image:cpu or :gpu> (GPU image with --accelerators_per_worker)
     --accelerator, --accelerators_per_worker, --machine_type: what a worker runs on
@@ -64,7 +67,8 @@ flags.DEFINE_enum("backend", None, BACKENDS, "Where the workers run.")
 flags.DEFINE_string("recipe", None, "The recipe: recipes/<recipe>.gin.")
 flags.DEFINE_integer("workers", 1, "Processes that train together.")
 flags.DEFINE_string("name", None, "The job's name; default the recipe's, '_' -> '-'.")
-flags.DEFINE_string("model_dir", "", "Where the run is written (every worker's path).")
+flags.DEFINE_string("model_dir", "", "Where the run is written: a path every worker "
+                    "reaches, or gs://BUCKET/PATH (mounted at /gcs/BUCKET/PATH).")
 flags.DEFINE_string("image", None, "Container image; default <--registry>/<built tag>.")
 flags.DEFINE_string("registry", None, "Registry of the default image, e.g. "
                     "us-docker.pkg.dev/my-project/zoo.")

@@ -9,11 +9,13 @@ launch.job.IMAGE_WORKDIR, model_dir mounted); without one, in `workdir`, a check
 this workspace on the cluster whose Python environment `setup` lines (e.g.
 `source ~/zoo-venv/bin/activate`) make ready.
 
-model_dir is a path on a filesystem every node shares (or gs://). Preemption and time
-limits: Slurm sends SIGTERM two minutes before the time limit (--signal), the trainer
-saves a checkpoint and exits 143; a preempted job is requeued (--requeue) and resumes
-from model_dir. --kill-on-bad-exit ends every worker when one fails (2 bad input,
-3 diverged), so a broken run does not hang in its collectives.
+model_dir is a path on a filesystem every node shares; a gs:// URL is refused (the
+trainer writes with local file APIs: mount the bucket with gcsfuse on every node and
+give the mounted path). Preemption and time limits: Slurm sends SIGTERM two minutes
+before the time limit (--signal), the trainer saves a checkpoint and exits 143; a
+preempted job is requeued (--requeue) and resumes from model_dir. --kill-on-bad-exit
+ends every worker when one fails (2 bad input, 3 diverged), so a broken run does not
+hang in its collectives.
 """
 
 import dataclasses
@@ -43,10 +45,14 @@ class Options:
 
 
 def check(job, options):
-  if not (job.model_dir.startswith("gs://") or posixpath.isabs(job.model_dir)):
+  if "://" in job.model_dir:
+    raise LaunchError(f"--model_dir={job.model_dir} is a URL; Slurm workers write to a "
+                      "shared file system: give its path (e.g. --model_dir=/shared/runs/"
+                      f"{job.name}), or mount the bucket with gcsfuse on every node and "
+                      "give the mounted path")
+  if not posixpath.isabs(job.model_dir):
     given = f"--model_dir={job.model_dir!r}" if job.model_dir else "no --model_dir"
-    raise LaunchError(f"{given}: give an absolute path on a filesystem every node shares "
-                      "(or a gs:// path)")
+    raise LaunchError(f"{given}: give an absolute path on a filesystem every node shares")
   if not job.image and not posixpath.isabs(options.workdir):
     raise LaunchError("the slurm backend runs in --image (pyxis) or in --slurm_workdir, "
                       "the workspace's absolute path on the cluster; give one")
@@ -62,12 +68,10 @@ def srun(job, options):
   """The srun command line."""
   argv = ["srun", "--kill-on-bad-exit=1"]
   if job.image:
-    mounts = [m for m in options.container_mounts.split(",") if m]
-    if not job.model_dir.startswith("gs://"):
-      mounts.insert(0, f"{job.model_dir}:{job.model_dir}")
-    argv += [f"--container-image={job.image}", f"--container-workdir={IMAGE_WORKDIR}"]
-    if mounts:
-      argv.append(f"--container-mounts={','.join(mounts)}")
+    mounts = [f"{job.model_dir}:{job.model_dir}"]
+    mounts += [m for m in options.container_mounts.split(",") if m]
+    argv += [f"--container-image={job.image}", f"--container-workdir={IMAGE_WORKDIR}",
+             f"--container-mounts={','.join(mounts)}"]
   return argv + job.command(extra=["--cluster=slurm"])
 
 
@@ -89,8 +93,7 @@ def script(job, options):
   if not job.image:
     lines.append(f"cd {shlex.quote(options.workdir)}")
   lines += list(options.setup)
-  if not job.model_dir.startswith("gs://"):
-    lines.append(f"mkdir -p {shlex.quote(job.model_dir)}")
+  lines.append(f"mkdir -p {shlex.quote(job.model_dir)}")
   lines.append(shlex.join(srun(job, options)))
   return "\n".join(lines) + "\n"
 

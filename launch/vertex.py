@@ -5,8 +5,11 @@ The file is a CustomJobSpec (aiplatform v1; `gcloud ai custom-jobs create --help
 chief (one replica), pool 1 the other workers-1; every replica runs the image's
 `python3 -m recipes.train` from the image's working directory (//launch/image sets it
 to launch.job.IMAGE_WORKDIR). Vertex writes TF_CONFIG ({"chief": ..., "worker": ...})
-itself. Vertex replicas share no disk: model_dir is a gs:// path (set as the job's
-baseOutputDirectory too) or its Cloud Storage FUSE mount, /gcs/<bucket>/....
+itself. Vertex replicas share no disk: model_dir is in Cloud Storage, given as
+gs://BUCKET/PATH or as /gcs/BUCKET/PATH. Vertex mounts the project's buckets at
+/gcs/BUCKET (Cloud Storage FUSE), and the trainer, which writes with local file APIs, is
+given that path; the job's baseOutputDirectory is the gs:// URL. The job's service
+account (Vertex's own unless the project sets one) needs access to the bucket.
 
 Preemption: Vertex restarts a replica whose VM was taken; with several workers,
 scheduling.restartJobOnWorkerRestart restarts them all, as multi-worker training
@@ -18,8 +21,11 @@ import dataclasses
 import re
 
 from launch import yaml_text
+from launch.job import GCS_ROOT
 from launch.job import LaunchError
 from launch.job import Step
+from launch.job import bucket_and_path
+from launch.job import mounted
 
 DEFAULT_MACHINE_TYPE = "n1-standard-8"
 CONFIG = "custom_job.yaml"
@@ -37,7 +43,7 @@ def check(job, options):
     raise LaunchError("the vertex backend needs --region (e.g. --region=us-central1)")
   if not job.image:
     raise LaunchError("the vertex backend needs an image: give --image or --registry")
-  if not (job.model_dir.startswith("gs://") or job.model_dir.startswith("/gcs/")):
+  if bucket_and_path(output_url(job)) is None:
     given = f"--model_dir={job.model_dir!r} is not reachable from every Vertex replica" \
         if job.model_dir else "the vertex backend needs --model_dir"
     raise LaunchError(f"{given}; give a gs:// path (e.g. --model_dir=gs://bucket/runs/x)")
@@ -47,6 +53,13 @@ def check(job, options):
   if job.accelerator and not job.accelerators_per_worker:
     raise LaunchError(f"--accelerator={job.accelerator} needs --accelerators_per_worker "
                       ">= 1 (GPUs a replica uses)")
+
+
+def output_url(job):
+  """model_dir as a gs:// URL: a /gcs/BUCKET/PATH mount path read back."""
+  if job.model_dir.startswith(GCS_ROOT + "/"):
+    return "gs://" + job.model_dir[len(GCS_ROOT) + 1:]
+  return job.model_dir
 
 
 def worker_pool(job, replicas):
@@ -63,12 +76,13 @@ def worker_pool(job, replicas):
 def custom_job_spec(job, options):
   """The CustomJobSpec (a dict)."""
   check(job, options)
-  spec = {"workerPoolSpecs": [worker_pool(job, 1)]}
+  url = output_url(job)
+  run = dataclasses.replace(job, model_dir=mounted(url))
+  spec = {"workerPoolSpecs": [worker_pool(run, 1)]}
   if job.workers > 1:
-    spec["workerPoolSpecs"].append(worker_pool(job, job.workers - 1))
+    spec["workerPoolSpecs"].append(worker_pool(run, job.workers - 1))
     spec["scheduling"] = {"restartJobOnWorkerRestart": True}
-  if job.model_dir.startswith("gs://"):
-    spec["baseOutputDirectory"] = {"outputUriPrefix": job.model_dir}
+  spec["baseOutputDirectory"] = {"outputUriPrefix": url}
   return spec
 
 

@@ -24,6 +24,13 @@ GPU_JOB = Job(name="nfnet-long-tail", recipe="nfnet_long_tail", workers=2,
 CPU_JOB = Job(name="tiny", recipe="nfnet_long_tail_tiny", workers=3, image=IMAGE)
 PVC = kubernetes.Options(volume_claim="runs", namespace="ml")
 INDEXED = kubernetes.Options(kind="indexed_job", volume_claim="runs")
+# The trainer writes to a path: GPU_JOB's gs://bucket/runs/nfnet is mounted.
+MOUNTED_GPU_JOB = dataclasses.replace(GPU_JOB, model_dir="/gcs/bucket/runs/nfnet")
+GCS_VOLUME = {"name": "gcs", "csi": {
+    "driver": "gcsfuse.csi.storage.gke.io",
+    "volumeAttributes": {"bucketName": "bucket", "mountOptions": "implicit-dirs"}}}
+GCS_MOUNT = {"name": "gcs", "mountPath": "/gcs/bucket"}
+GCSFUSE_ANNOTATION = {"gke-gcsfuse/volumes": "true"}
 
 
 def container(replica):
@@ -66,7 +73,7 @@ class TFJobTest(absltest.TestCase):
   def test_every_replica_runs_the_job_command(self):
     for replica in kubernetes.tfjob(GPU_JOB)["spec"]["tfReplicaSpecs"].values():
       self.assertEqual(container(replica)["name"], "tensorflow")
-      self.assertEqual(container(replica)["command"], GPU_JOB.command())
+      self.assertEqual(container(replica)["command"], MOUNTED_GPU_JOB.command())
       self.assertEqual(container(replica)["workingDir"], IMAGE_WORKDIR)
       self.assertEqual(container(replica)["resources"],
                        {"limits": {"nvidia.com/gpu": 2}})
@@ -99,6 +106,39 @@ class TFJobTest(absltest.TestCase):
     self.assertEqual(spec["volumes"],
                      [{"name": "runs", "persistentVolumeClaim": {"claimName": "runs"}}])
 
+  def test_a_gs_model_dir_is_mounted_with_cloud_storage_fuse(self):
+    for replica in kubernetes.tfjob(GPU_JOB)["spec"]["tfReplicaSpecs"].values():
+      template = replica["template"]
+      self.assertEqual(template["metadata"]["annotations"], GCSFUSE_ANNOTATION)
+      self.assertEqual(template["spec"]["volumes"], [GCS_VOLUME])
+      self.assertEqual(container(replica)["volumeMounts"], [GCS_MOUNT])
+      self.assertIn("--model_dir=/gcs/bucket/runs/nfnet", container(replica)["command"])
+      self.assertNotIn("serviceAccountName", template["spec"])
+    # On the claim: no bucket, no annotation (GKE injects no sidecar).
+    template = kubernetes.tfjob(CPU_JOB, PVC)["spec"]["tfReplicaSpecs"]["Chief"]["template"]
+    self.assertNotIn("annotations", template["metadata"])
+    self.assertEqual([v["name"] for v in template["spec"]["volumes"]], ["runs"])
+
+  def test_a_gs_model_dir_beside_a_claim(self):
+    spec = kubernetes.tfjob(GPU_JOB, PVC)["spec"]["tfReplicaSpecs"]["Chief"]["template"][
+        "spec"]
+    self.assertEqual(spec["volumes"], [
+        {"name": "runs", "persistentVolumeClaim": {"claimName": "runs"}}, GCS_VOLUME])
+    self.assertEqual(spec["containers"][0]["volumeMounts"],
+                     [{"name": "runs", "mountPath": "/runs"}, GCS_MOUNT])
+    self.assertIn("--model_dir=/gcs/bucket/runs/nfnet", spec["containers"][0]["command"])
+    for mount in ("/gcs", "/gcs/bucket", "/gcs/bucket/x", "/"):
+      with self.assertRaisesRegex(LaunchError, "overlaps /gcs/bucket"):
+        kubernetes.tfjob(GPU_JOB, dataclasses.replace(PVC, volume_mount=mount))
+    kubernetes.tfjob(GPU_JOB, dataclasses.replace(PVC, volume_mount="/gcs/bucket2"))
+
+  def test_a_malformed_gs_model_dir_is_refused(self):
+    for url, message in (("gs://", "'' is not a Cloud Storage bucket name"),
+                         ("gs://My_Bucket/x", "'My_Bucket' is not a Cloud Storage bucket"),
+                         ("gs://bucket/a/../b", "'.' and '..'")):
+      with self.assertRaisesRegex(LaunchError, message):
+        kubernetes.tfjob(dataclasses.replace(GPU_JOB, model_dir=url))
+
   def test_model_dir_every_pod_cannot_reach_is_refused(self):
     local = Job(name="tiny", recipe="nfnet_long_tail_tiny", image=IMAGE,
                 model_dir="/tmp/runs")
@@ -130,9 +170,42 @@ class TFJobTest(absltest.TestCase):
 class IndexedJobTest(absltest.TestCase):
 
   def test_valid_against_the_kubernetes_fields(self):
-    for job in (GPU_JOB, CPU_JOB):
-      for document in kubernetes.indexed_job(job, INDEXED):
+    gcs_only = kubernetes.Options(kind="indexed_job")
+    for job, options in ((GPU_JOB, INDEXED), (CPU_JOB, INDEXED), (GPU_JOB, gcs_only)):
+      for document in kubernetes.indexed_job(job, options):
         self.assertEqual(schemas.errors("k8s_indexed_job", document), [], document["kind"])
+
+  def test_a_gs_model_dir_is_mounted_with_cloud_storage_fuse(self):
+    _, batch_job = kubernetes.indexed_job(GPU_JOB, kubernetes.Options(kind="indexed_job"))
+    template = batch_job["spec"]["template"]
+    self.assertEqual(template["metadata"]["annotations"], GCSFUSE_ANNOTATION)
+    self.assertEqual(template["spec"]["volumes"], [GCS_VOLUME])
+    self.assertEqual(template["spec"]["containers"][0]["volumeMounts"], [GCS_MOUNT])
+    self.assertEqual(template["spec"]["containers"][0]["command"][4:],
+                     MOUNTED_GPU_JOB.command())
+
+  def test_broken_gcs_volumes_are_rejected(self):
+    _, batch_job = kubernetes.indexed_job(GPU_JOB, INDEXED)
+    self.assertEqual(schemas.errors("k8s_indexed_job", batch_job), [])
+    no_driver = copy.deepcopy(batch_job)
+    del no_driver["spec"]["template"]["spec"]["volumes"][1]["csi"]["driver"]
+    two_sources = copy.deepcopy(batch_job)
+    two_sources["spec"]["template"]["spec"]["volumes"][1]["persistentVolumeClaim"] = {
+        "claimName": "runs"}
+    no_source = copy.deepcopy(batch_job)
+    del no_source["spec"]["template"]["spec"]["volumes"][1]["csi"]
+    boolean_annotation = copy.deepcopy(batch_job)
+    boolean_annotation["spec"]["template"]["metadata"]["annotations"][
+        "gke-gcsfuse/volumes"] = True
+    list_attribute = copy.deepcopy(batch_job)
+    list_attribute["spec"]["template"]["spec"]["volumes"][1]["csi"]["volumeAttributes"][
+        "mountOptions"] = ["implicit-dirs"]
+    for broken in (no_driver, two_sources, no_source, boolean_annotation, list_attribute):
+      self.assertNotEqual(schemas.errors("k8s_indexed_job", broken), [])
+    tfjob = kubernetes.tfjob(GPU_JOB)
+    del tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["volumes"][0]["csi"][
+        "driver"]
+    self.assertNotEqual(schemas.errors("tfjob", tfjob), [])
 
   def test_broken_manifests_are_rejected(self):
     _, batch_job = kubernetes.indexed_job(CPU_JOB, INDEXED)

@@ -95,6 +95,16 @@ class DryRunTest(absltest.TestCase):
       self.assertEqual(result.stdout, submit.render(steps), backend)
       self.assertIn("==> {dir}/" if backend != "tpu_vm" else "$ gcloud", result.stdout)
 
+  def test_the_trainer_gets_the_mounted_bucket_not_the_url(self):
+    # recipes.train refuses a URL model_dir: gs://b/tiny is mounted at /gcs/b/tiny.
+    for backend in ("kubernetes", "vertex", "tpu_vm"):
+      flags, _ = DRY_RUNS[backend]
+      self.assertIn("--model_dir=gs://b/tiny", flags)
+      result = run_cli("--recipe=nfnet_long_tail_tiny", *flags, "--dry_run")
+      self.assertEqual(result.returncode, 0, result.stderr)
+      self.assertIn("--model_dir=/gcs/b/tiny", result.stdout, backend)
+      self.assertNotIn("--model_dir=gs://", result.stdout, backend)
+
   def test_the_name_defaults_to_the_recipes(self):
     result = run_cli("--backend=slurm", "--recipe=nfnet_long_tail_tiny",
                      "--model_dir=/s/t", "--slurm_workdir=/s/zoo", "--dry_run")
@@ -178,6 +188,15 @@ BAD_INPUTS = [
                       "--recipe=nfnet_long_tail"], "k8s_kind.*one of"),
     ("slurm_without_workdir", ["--backend=slurm", "--recipe=nfnet_long_tail",
                                "--model_dir=/s/x"], "--slurm_workdir"),
+    ("slurm_gs_model_dir", ["--backend=slurm", "--recipe=nfnet_long_tail",
+                            "--model_dir=gs://b/x", "--slurm_workdir=/s/zoo"],
+     "--model_dir=gs://b/x is a URL; .*mount the bucket with gcsfuse on every node"),
+    ("tpu_mount_path_model_dir", ["--backend=tpu_vm", "--recipe=nfnet_long_tail",
+                                  f"--image={IMAGE}", "--model_dir=/gcs/b/x",
+                                  "--zone=z", "--tpu_name=t"], "give a gs:// path"),
+    ("bad_bucket", ["--backend=vertex", "--recipe=nfnet_long_tail", f"--image={IMAGE}",
+                    "--model_dir=gs://My_Bucket/x", "--region=us-central1"],
+     "'My_Bucket' is not a Cloud Storage bucket name"),
 ]
 
 

@@ -68,6 +68,11 @@ class SlurmTest(absltest.TestCase):
     cases = [
         (Job(name="t", recipe="nfnet_long_tail", model_dir="runs/t"), OPTIONS,
          "absolute path on a filesystem every node shares"),
+        # The trainer writes to a path: a bucket is the user's to mount on every node.
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="gs://b/t"), OPTIONS,
+         "--model_dir=gs://b/t is a URL; Slurm workers write to a shared file system: "
+         "give its path \\(e.g. --model_dir=/shared/runs/t\\), or mount the bucket with "
+         "gcsfuse on every node"),
         (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t"), slurm.Options(),
          "--image \\(pyxis\\) or in --slurm_workdir"),
         (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t", accelerator="a100"),

@@ -2,6 +2,7 @@
 worker pools, the gcloud command, bad options, and the golden file."""
 
 import copy
+import dataclasses
 
 from absl.testing import absltest
 import yaml
@@ -49,9 +50,27 @@ class VertexTest(absltest.TestCase):
                                              "acceleratorType": "NVIDIA_TESLA_A100",
                                              "acceleratorCount": 4})
       container = pool["containerSpec"]
-      self.assertEqual(container["command"] + container["args"], JOB.command())
+      # The trainer writes to Vertex's Cloud Storage FUSE mount of the bucket.
+      self.assertEqual(container["command"] + container["args"],
+                       dataclasses.replace(JOB, model_dir="/gcs/bucket/runs/full").command())
     self.assertEqual(spec["baseOutputDirectory"], {"outputUriPrefix": JOB.model_dir})
     self.assertEqual(spec["scheduling"], {"restartJobOnWorkerRestart": True})
+
+  def test_the_trainer_gets_the_mounted_path(self):
+    def trainer_model_dir(model_dir):
+      spec = vertex.custom_job_spec(dataclasses.replace(JOB, model_dir=model_dir), OPTIONS)
+      args = [a for pool in spec["workerPoolSpecs"] for a in pool["containerSpec"]["args"]
+              if a.startswith("--model_dir=")]
+      self.assertLen(set(args), 1)
+      return args[0][len("--model_dir="):], spec["baseOutputDirectory"]["outputUriPrefix"]
+
+    self.assertEqual(trainer_model_dir("gs://bucket/runs/full"),
+                     ("/gcs/bucket/runs/full", "gs://bucket/runs/full"))
+    self.assertEqual(trainer_model_dir("gs://bucket/runs/full/"),
+                     ("/gcs/bucket/runs/full", "gs://bucket/runs/full/"))
+    # The mounted path given directly: passed on, its URL the output directory.
+    self.assertEqual(trainer_model_dir("/gcs/bucket/runs/full"),
+                     ("/gcs/bucket/runs/full", "gs://bucket/runs/full"))
 
   def test_one_worker_one_pool(self):
     one = Job(name="tiny", recipe="nfnet_long_tail_tiny", image="r/zoo-cpu:1",
@@ -67,6 +86,12 @@ class VertexTest(absltest.TestCase):
         (JOB, vertex.Options(), "needs --region"),
         (Job(name="t", recipe="nfnet_long_tail", image="r/z:1", model_dir="/runs/t"),
          OPTIONS, "not reachable from every Vertex replica"),
+        (Job(name="t", recipe="nfnet_long_tail", image="r/z:1", model_dir="s3://b/t"),
+         OPTIONS, "not reachable from every Vertex replica"),
+        (Job(name="t", recipe="nfnet_long_tail", image="r/z:1", model_dir="/gcs/"),
+         OPTIONS, "'' is not a Cloud Storage bucket name"),
+        (Job(name="t", recipe="nfnet_long_tail", image="r/z:1", model_dir="gs://b/../t"),
+         OPTIONS, "'.' and '..'"),
         (Job(name="t", recipe="nfnet_long_tail", image="r/z:1", model_dir="gs://b/t",
              accelerator="nvidia-tesla-t4", accelerators_per_worker=1),
          OPTIONS, "NVIDIA_TESLA_T4"),
