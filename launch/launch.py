@@ -21,7 +21,7 @@ vertex --project, --region; tpu_vm --project, --zone, --tpu_name, --tpu_create,
 
 Recipe flags (--gin_bindings=..., more --gin_file=...; each --flag=value) follow a
 literal `--`, after the launcher's own: `bazel run //launch -- --backend=vertex
---recipe=nfnet_long_tail_full ... -- --gin_bindings="DATA_DIR = 'gs://bucket/tfds'"`.
+--recipe=nfnet_long_tail_full ... -- --gin_bindings="DATA_DIR = '/gcs/bucket/tfds'"` (Vertex mounts buckets there).
 The launcher sets --strategy, --model_dir, --tpu and --cluster itself.
 
 A cluster backend submits with kubectl, gcloud or sbatch, which must be on PATH. Bad

@@ -5,8 +5,9 @@ Ctrl-C (SIGINT) does the same, so a run stopped by hand resumes where it stopped
 The handler only records the request; the trainer looks at it between inner loops
 (the host runs no Python while a loop runs on the device), saves where it is, even
 mid-epoch, and exits with status 143 (errors.EXIT_PREEMPTED), which schedulers retry.
-The same idea as tf.distribute's PreemptionCheckpointHandler, for one process; a
-multi-worker job's workers agree on the step through the strategy (see the launcher).
+The same idea as tf.distribute's PreemptionCheckpointHandler: in a multi-worker job
+the workers agree on the stop through one all-reduce of a flag between inner loops
+(trainer.stop_requested), so all save at the same step.
 """
 
 import os
