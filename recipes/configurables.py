@@ -21,6 +21,7 @@ from tricks import acnet
 from tricks import adafactor
 from tricks import agc
 from tricks import extended_bn
+from tricks import sampling
 from tricks import sm3
 from zoo import finetune  # pylint: disable=unused-import  (zoo.finetune_model)
 from zoo import nfnet  # pylint: disable=unused-import
@@ -35,6 +36,8 @@ for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,
 gin.external_configurable(agc.AdaptiveGradClip, module="tricks")
 gin.external_configurable(adafactor.Adafactor, module="tricks")
 gin.external_configurable(sm3.SM3, module="tricks")
+# Class-aware sampling (Kang et al. 2020) and DRS, for `InputPipeline.sampler`.
+gin.external_configurable(sampling.Sampler, module="tricks")
 
 # Model rewrites, for `Task.model_transforms`.
 gin.external_configurable(extended_bn.swap_batch_norm, module="tricks")

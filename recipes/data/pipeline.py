@@ -32,6 +32,7 @@ import tensorflow as tf
 # import, which Gin refuses once a config is locked (inside a run).
 from official.vision.ops import augment
 from tricks import data_echoing
+from tricks import sampling
 from zoo import card as card_lib
 
 PAD_LABEL = -1
@@ -74,6 +75,11 @@ class InputPipeline:
       labels become soft [batch, classes] targets. 0 and 0 turn both off.
     mix_prob, mix_switch_prob, mix_label_smoothing: chance a batch is mixed, chance
       a mixed batch uses CutMix, and the label smoothing applied with them.
+    sampler: None (each example once an epoch, shuffled), or a `tricks.sampling.Sampler`:
+      class-balanced, square-root or progressively balanced sampling (Kang et al.
+      2020), from its `start_epoch` on (deferred re-sampling, Cao et al. 2019). A
+      sampled epoch is drawn from (seed, epoch) and read from the source (not the
+      cache).
   """
 
   batch_size: int = 32
@@ -99,6 +105,7 @@ class InputPipeline:
   mix_prob: float = 1.0
   mix_switch_prob: float = 0.5
   mix_label_smoothing: float = 0.0
+  sampler: Optional[sampling.Sampler] = None
 
   def __post_init__(self):
     if self.echo_placement not in ECHO_PLACEMENTS:
@@ -300,15 +307,21 @@ class InputPipeline:
       return ds.shuffle(self.echo_shuffle_buffer, seed=shuffle_seed,
                         reshuffle_each_iteration=False)
 
-    def resized():
-      return source.make_dataset("train", np.asarray(indices)).map(
+    def resized(chosen):
+      return source.make_dataset("train", chosen).map(
           lambda image, label: (self._resize(image), label),
           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
-    ds = self._base((source, "train", np.asarray(indices, np.int64).tobytes()), resized, n,
-                    self.train_resize or self.image_size)
-    ds = ds.shuffle(min(n, self.shuffle_buffer), seed=shuffle_seed,
-                    reshuffle_each_iteration=False)
+    indices = np.asarray(indices)
+    if self.sampler is not None and self.sampler.active(epoch):  # drawn, already in order
+      order = self.sampler.epoch_order(source.train_labels[indices], source.num_classes,
+                                       epoch, seed)
+      ds = resized(indices[order])
+    else:
+      ds = self._base((source, "train", indices.astype(np.int64).tobytes()),
+                      lambda: resized(indices), n, self.train_resize or self.image_size)
+      ds = ds.shuffle(min(n, self.shuffle_buffer), seed=shuffle_seed,
+                      reshuffle_each_iteration=False)
     if echoing and self.echo_placement == "before_augmentation":
       ds = echo_examples(ds)
 

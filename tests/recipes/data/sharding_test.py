@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from recipes.data import pipeline
+from tricks import sampling
 from tests.recipes.data import pipeline_test
 
 
@@ -37,7 +38,8 @@ class ShardingTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.product(
       layout=[(2, 1), (1, 2), (2, 2), (4, 1)],
-      extra=[{}, {"mixup_alpha": 0.2}, {"echo_factor": 2}])
+      extra=[{}, {"mixup_alpha": 0.2}, {"echo_factor": 2},
+             {"sampler": sampling.Sampler("class")}])
   def test_training_shards_rebuild_the_global_batches(self, layout, extra):
     source, _ = pipeline_test.toy_source(n_train=36)
     p = pipeline.InputPipeline(batch_size=8, image_size=8, random_crop_padding=2,
@@ -48,6 +50,21 @@ class ShardingTest(tf.test.TestCase, parameterized.TestCase):
     sharded = replica_batches(lambda c: p.train_dataset(source, indices, 1, 5, c), *layout)
     self.assertEqual(sharded[0][0][0].shape[0], 8 // (layout[0] * layout[1]))
     assert_same_batches(self, whole, sharded)
+
+  def test_a_sampled_epoch_is_drawn_from_the_sampler_after_its_start(self):
+    source, _ = pipeline_test.toy_source(n_train=36)
+    labels = np.repeat([0, 1, 2], [20, 10, 2])  # a long tail over the toy's 3 classes
+    source.train_labels[:32] = labels
+    indices = np.arange(32)
+    plain = pipeline.InputPipeline(batch_size=8, image_size=6)
+    drs = plain.replace(sampler=sampling.Sampler("class", start_epoch=1))
+
+    def labels_in(p, epoch):
+      return np.concatenate([y.numpy() for _, y in p.train_dataset(source, indices, epoch, 4)])
+
+    self.assertAllEqual(labels_in(drs, 0), labels_in(plain, 0))  # deferred: as before
+    order = drs.sampler.epoch_order(labels, 3, 1, 4)
+    self.assertAllEqual(labels_in(drs, 1), labels[order])  # then the sampler's draw
 
   @parameterized.parameters((2, 1), (1, 2), (2, 2))
   def test_an_epoch_sees_each_example_once_across_workers(self, pipelines, per_pipeline):
