@@ -102,7 +102,11 @@ class Trainer:
   # -- training ----------------------------------------------------------------
 
   def enter(self, epoch):
-    """Sets the trainable layers of the phase that trains `epoch` (and retraces)."""
+    """Tells the loss the epoch (a loss with `set_epoch`, e.g. deferred re-weighting)
+    and sets the trainable layers of the phase that trains `epoch` (and retraces)."""
+    set_epoch = getattr(self.step.parts.loss_fn, "set_epoch", None)
+    if set_epoch is not None:
+      set_epoch(epoch)
     span = phases_lib.span_at(self.length.spans, epoch)
     if span == self.span:
       return

@@ -18,6 +18,7 @@ from recipes.data import long_tail
 from recipes.data import pipeline
 from recipes.errors import ConfigError
 from tricks import agc
+from tricks import deferred_reweighting
 from zoo import nfnet
 
 
@@ -48,6 +49,12 @@ def run(model_dir, strategy=None, epochs=2, regularise=False, **overrides):
   return trainer.train_and_evaluate(
       model_dir, strategy or tf.distribute.OneDeviceStrategy("/cpu:0"),
       *experiment.split(pipeline=lambda: pipe, **kwargs), on_step=on_step)
+
+
+def trainer_steps_per_epoch(model_dir):
+  with open(os.path.join(model_dir, "metrics.json")) as f:
+    metrics = json.load(f)
+  return metrics["steps"] // metrics["epochs"]
 
 
 def checkpoint_weights(model_dir):
@@ -205,6 +212,43 @@ class TrainerTest(tf.test.TestCase):
       self.assertAllClose(l2[name], decoupled[name], rtol=1e-4, atol=1e-6, msg=name)
       changed += not np.allclose(l2[name], none[name], rtol=1e-6, atol=1e-9)
     self.assertGreater(changed, 10)  # the decay did something
+
+  def test_the_loss_is_told_each_epoch_before_it_trains(self):
+    """Deferred re-weighting through the trainer: zero class weights from epoch 1 make
+    the second epoch's loss and gradient zero, so plain SGD leaves the weights."""
+    tmp = self.get_temp_dir()
+    drw = deferred_reweighting.DeferredWeights(np.zeros(10), start_epoch=1)
+    epochs_told = []
+
+    def weighted_cross_entropy(class_counts):
+      del class_counts
+
+      class Loss:
+        def set_epoch(self, epoch):
+          epochs_told.append(epoch)
+          drw.set_epoch(epoch)
+
+        def __call__(self, labels, logits):
+          labels = tf.cast(labels, tf.int32)
+          per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+          return per_example * tf.gather(drw.variable, labels)
+      return Loss()
+
+    model_dir = os.path.join(tmp, "drw")
+    run(model_dir, loss=weighted_cross_entropy, optimizer=tf_keras.optimizers.SGD,
+        gradient_transforms=[], keep_checkpoints=3)
+    self.assertEqual(epochs_told, [0, 1, 2])  # 2: after the last epoch
+    reader = lambda n: tf.train.load_checkpoint(  # pylint: disable=g-long-lambda
+        os.path.join(model_dir, "checkpoints", f"ckpt-{n}"))
+    steps = trainer_steps_per_epoch(model_dir)
+    first, second = reader(steps), reader(2 * steps)
+    moved = 0
+    for name in first.get_variable_to_shape_map():
+      if name.startswith("model/") and "OPTIMIZER_SLOT" not in name:
+        self.assertAllEqual(second.get_tensor(name), first.get_tensor(name), msg=name)
+        initial = reader(0).get_tensor(name)
+        moved += not np.array_equal(first.get_tensor(name), initial)
+    self.assertGreater(moved, 0)  # the first epoch (unit weights) did train
 
   def test_inner_loop_of_four_steps_equals_one_step_a_call(self):
     tmp = self.get_temp_dir()
