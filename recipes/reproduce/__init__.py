@@ -1,0 +1,1 @@
+"""Reproductions of published results: one target per paper experiment."""

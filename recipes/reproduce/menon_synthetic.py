@@ -1,0 +1,285 @@
+"""Menon et al. 2021's synthetic experiment (arXiv:2007.07314v2, Section 6.1, Figure 2).
+
+    ./bazelw run //recipes/reproduce:menon_synthetic [-- --seeds=0,1,2 --train_size=10000]
+
+The paper's setup (Section 6.1 and Appendix G): labels y in {-1, +1} with
+P(y = +1) = 5%; x | y ~ N(mu_y, sigma^2 I) in the plane with mu_y = y * (+1, +1); an
+affine classifier trained on 10,000 samples. The paper gives no value for sigma
+("isotropic covariance"); sigma = 1 is used here, for which the Bayes balanced error is
+Phi(-sqrt(2)) = 7.86%, where Figure 2's balanced-error axis starts (7.5).
+
+Class 0 is y = -1 (dominant), class 1 is y = +1 (rare). The model is two logits
+f(x) = x W + b (W 2x2, b 2), fitted to convergence by Newton's method with backtracking
+(the losses are convex in W, b), from zero. Methods:
+
+  (a) ERM: plain softmax cross-entropy (tf_keras' SparseCategoricalCrossentropy on
+      logits, the loss `recipes.losses.cross_entropy` builds for the trainer).
+  (b) the logit-adjusted loss, tau = 1 (`tricks.logit_adjustment.LogitAdjustedLoss`,
+      priors from the training sample's class counts); prediction argmax f(x).
+  (c) post-hoc logit adjustment of ERM's logits: argmax f(x) - tau * log(pi), tau = 1,
+      and tau chosen on a validation sample drawn like the training sample (never on
+      the test distribution).
+  (d) Balanced Softmax (Ren et al. 2020): cross-entropy of f(x) + log(n_y). Since
+      log(n_y) = log(pi_y) + log(N) and softmax ignores a shared shift, it is the
+      logit-adjusted loss at tau = 1: one loss, so (d) is (b)'s run and numbers.
+
+Balanced errors are exact, not test-sample estimates: the rule "class 1 iff
+w.x + c > 0" has, for x ~ N(mu, sigma^2 I), w.x + c ~ N(w.mu + c, sigma^2 |w|^2), so
+BER = 0.5 * [Phi(-(w.mu_1 + c) / (sigma |w|)) + Phi((w.mu_0 + c) / (sigma |w|))]. The
+balance-optimal rule ignores the priors (Menon et al. eq. 7 and 12): it is the
+likelihood-ratio rule (mu_1 - mu_0).x > (|mu_1|^2 - |mu_0|^2) / 2, with balanced error
+Phi(-|mu_1 - mu_0| / (2 sigma)).
+
+Bad flag values end the run with one line on stderr and exit status 2.
+"""
+
+import dataclasses
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tf_keras  # pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from recipes.errors import EXIT_BAD_INPUT  # pylint: disable=g-import-not-at-top
+from tricks import logit_adjustment  # pylint: disable=g-import-not-at-top
+
+# Post-hoc tau is chosen from this grid on the validation sample.
+TAU_GRID = tuple(round(0.05 * i, 2) for i in range(61))  # 0, 0.05, ..., 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  """The synthetic problem; defaults are Menon et al.'s Section 6.1 (sigma: see above)."""
+  means: tuple = ((-1.0, -1.0), (1.0, 1.0))  # class 0 (y = -1), class 1 (y = +1)
+  sigma: float = 1.0
+  rare_prior: float = 0.05  # P(y = +1)
+  train_size: int = 10_000
+  val_size: int = 10_000  # for choosing the post-hoc tau
+  tau: float = 1.0
+
+
+def normal_cdf(z):
+  """Phi(z), accurate in both tails (no scipy here)."""
+  return 0.5 * math.erfc(-z / math.sqrt(2.0))
+
+
+def balanced_error(w, c, means, sigma):
+  """Exact balanced error of "class 1 iff w.x + c > 0" on N(means[k], sigma^2 I)."""
+  w = np.asarray(w, np.float64)
+  norm = float(np.linalg.norm(w))
+  if norm == 0.0:
+    return 0.5  # a constant rule gets one class wholly wrong
+  mu0, mu1 = (np.asarray(m, np.float64) for m in means)
+  miss_rare = normal_cdf(-(float(w @ mu1) + c) / (sigma * norm))
+  miss_dominant = normal_cdf((float(w @ mu0) + c) / (sigma * norm))
+  return 0.5 * (miss_rare + miss_dominant)
+
+
+def bayes_balanced_error(means, sigma):
+  """Phi(-|mu_1 - mu_0| / (2 sigma)): the best balanced error of any rule."""
+  mu0, mu1 = (np.asarray(m, np.float64) for m in means)
+  return normal_cdf(-float(np.linalg.norm(mu1 - mu0)) / (2.0 * sigma))
+
+
+def bayes_rule(means):
+  """(w, c) of the balance-optimal rule: the likelihood ratio, priors left out."""
+  mu0, mu1 = (np.asarray(m, np.float64) for m in means)
+  return mu1 - mu0, -0.5 * float(mu1 @ mu1 - mu0 @ mu0)
+
+
+def draw(n, setup, rng):
+  """n i.i.d. (x, y) pairs: y = 1 with probability rare_prior."""
+  labels = (rng.random(n) < setup.rare_prior).astype(np.int32)
+  means = np.asarray(setup.means, np.float64)
+  features = means[labels] + setup.sigma * rng.standard_normal((n, 2))
+  return features.astype(np.float32), labels
+
+
+def fit_linear(features, labels, loss_fn, max_steps=100, tol=1e-6):
+  """Minimises mean(loss_fn(labels, x W + b)) by damped Newton; returns (w, c).
+
+  (w, c) = (W[:, 1] - W[:, 0], b[1] - b[0]): the model predicts class 1 iff
+  w.x + c > 0. The two-logit model is over-parameterised (a shift shared by both logits
+  changes nothing), so the Newton step uses the Hessian's pseudo-inverse.
+  """
+  x = tf.constant(features, tf.float32)
+  y = tf.constant(labels, tf.int32)
+
+  def mean_loss(theta):
+    logits = tf.matmul(x, tf.reshape(theta[:4], [2, 2])) + theta[4:]
+    return tf.reduce_mean(loss_fn(y, logits))
+
+  @tf.function
+  def derivatives(theta):
+    with tf.GradientTape() as outer:
+      outer.watch(theta)
+      with tf.GradientTape() as inner:
+        inner.watch(theta)
+        loss = mean_loss(theta)
+      grad = inner.gradient(loss, theta)
+    return loss, grad, outer.jacobian(grad, theta)
+
+  loss_at = tf.function(mean_loss)
+
+  def decision(theta):
+    return np.array([theta[1] - theta[0], theta[3] - theta[2], theta[5] - theta[4]])
+
+  theta = np.zeros(6)
+  for _ in range(max_steps):
+    loss, grad, hess = (t.numpy().astype(np.float64)
+                        for t in derivatives(tf.constant(theta, tf.float32)))
+    step = np.linalg.pinv(hess, rcond=1e-6, hermitian=True) @ grad
+    size = 1.0
+    # Backtrack while the loss rises by more than float32 rounding of a mean loss.
+    while (size > 1e-4 and
+           float(loss_at(tf.constant(theta - size * step, tf.float32))) > loss + 1e-6):
+      size /= 2
+    new = theta - size * step
+    moved = np.max(np.abs(decision(new) - decision(theta)))
+    theta = new
+    if moved < tol:
+      d = decision(theta)
+      return d[:2], float(d[2])
+  raise RuntimeError(f"Newton's method did not converge in {max_steps} steps "
+                     f"(last move {moved:.2g})")
+
+
+def choose_tau(w, c, log_prior_gap, features, labels, grid=TAU_GRID):
+  """The tau of `grid` with the least balanced error of "w.x + c - tau * gap > 0" on
+  (features, labels); ties go to the tau nearest 1."""
+  scores = features.astype(np.float64) @ np.asarray(w, np.float64) + c
+  def error(tau):
+    predicted = scores - tau * log_prior_gap > 0
+    return 0.5 * (np.mean(~predicted[labels == 1]) + np.mean(predicted[labels == 0]))
+  return min(grid, key=lambda tau: (error(tau), abs(tau - 1.0)))
+
+
+def run_seed(seed, setup=Setup()):
+  """One trial: {method: balanced error}, plus the post-hoc tau chosen on validation."""
+  rng = np.random.default_rng(seed)
+  x_train, y_train = draw(setup.train_size, setup, rng)
+  x_val, y_val = draw(setup.val_size, setup, rng)
+  counts = np.bincount(y_train, minlength=2)
+  if np.any(counts == 0) or np.any(np.bincount(y_val, minlength=2) == 0):
+    raise ValueError(f"seed {seed}: a sample has no example of a class (training counts "
+                     f"{counts.tolist()}); raise --train_size / --val_size or --rare_prior")
+  tf.random.set_seed(seed)  # nothing here is random in TF; set for good measure
+  log_prior = logit_adjustment.log_priors(counts).astype(np.float64)
+  gap = float(log_prior[1] - log_prior[0])  # log(pi_1 / pi_0)
+
+  cross_entropy = tf_keras.losses.SparseCategoricalCrossentropy(
+      from_logits=True, reduction=tf_keras.losses.Reduction.NONE)
+  erm_w, erm_c = fit_linear(x_train, y_train, cross_entropy)
+  la_w, la_c = fit_linear(x_train, y_train,
+                          logit_adjustment.LogitAdjustedLoss(counts, tau=setup.tau))
+  # Post-hoc (Menon et al. eq. 9): argmax_y f_y(x) - tau * log(pi_y), computed inline on
+  # the decision (w, c): c - tau * (log pi_1 - log pi_0).
+  val_tau = choose_tau(erm_w, erm_c, gap, x_val, y_val)
+
+  def ber(w, c):
+    return balanced_error(w, c, setup.means, setup.sigma)
+
+  results = {
+      "erm": ber(erm_w, erm_c),
+      "la_loss": ber(la_w, la_c),
+      "post_hoc": ber(erm_w, erm_c - setup.tau * gap),
+      "post_hoc_val": ber(erm_w, erm_c - val_tau * gap),
+  }
+  results["balanced_softmax"] = results["la_loss"]  # one loss: see the module docstring
+  return dict(results, val_tau=val_tau, counts=counts.tolist(), la_rule=(la_w, la_c))
+
+
+ROWS = (
+    ("erm", "(a) ERM (softmax cross-entropy)"),
+    ("la_loss", "(b) logit-adjusted loss, tau = {tau:g}"),
+    ("post_hoc", "(c) post-hoc adjustment of ERM, tau = {tau:g}"),
+    ("post_hoc_val", "(c) post-hoc adjustment of ERM, tau on validation"),
+    ("balanced_softmax", "(d) Balanced Softmax (= (b), one loss)"),
+)
+
+
+def format_table(seeds, per_seed, setup):
+  """A Markdown table: balanced error per seed, mean, and the gap to Bayes."""
+  bayes = bayes_balanced_error(setup.means, setup.sigma)
+  head = ["method"] + [f"seed {s}" for s in seeds] + ["mean", "mean - Bayes"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for key, label in ROWS:
+    values = [r[key] for r in per_seed]
+    mean = float(np.mean(values))
+    cells = [label.format(tau=setup.tau)] + [f"{v:.4f}" for v in values]
+    lines.append("| " + " | ".join(cells + [f"{mean:.4f}", f"{mean - bayes:+.4f}"]) + " |")
+  cells = ["Bayes-optimal (closed form)"] + [f"{bayes:.4f}"] * (len(seeds) + 1) + ["0"]
+  lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("seeds", ["0", "1", "2"], "trials: one seed each (comma-separated ints)")
+flags.DEFINE_integer("train_size", Setup.train_size, "training sample size (the paper: 10,000)",
+                     lower_bound=2)
+flags.DEFINE_integer("val_size", Setup.val_size, "validation sample size, for the post-hoc tau",
+                     lower_bound=2)
+flags.DEFINE_float("rare_prior", Setup.rare_prior, "P(y = +1) (the paper: 0.05)")
+flags.register_validator(
+    "seeds", lambda v: bool(v) and all(s.strip().isdigit() for s in v),
+    message="--seeds must be a comma-separated list of non-negative integers, e.g. 0,1,2")
+flags.register_validator("rare_prior", lambda v: 0.0 < v < 1.0,
+                         message="--rare_prior must be strictly between 0 and 1")
+
+
+def fail(message):
+  """Bad input: one line on stderr, exit status 2."""
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(EXIT_BAD_INPUT)
+
+
+def parse_flags(argv):
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    fail(f"{' '.join(str(e).split())}; see --helpshort for the flags")
+
+
+def main(argv):
+  if len(argv) > 1:
+    fail(f"unexpected arguments {' '.join(argv[1:])!r}; every flag starts with --")
+  seeds = [int(s) for s in FLAGS.seeds]
+  setup = Setup(rare_prior=FLAGS.rare_prior, train_size=FLAGS.train_size,
+                val_size=FLAGS.val_size)
+  start = time.perf_counter()
+  try:
+    per_seed = [run_seed(s, setup) for s in seeds]
+  except ValueError as e:
+    fail(str(e).splitlines()[0])
+  mu0, mu1 = setup.means
+  print(f"Menon et al. 2021, Section 6.1: x | y ~ N(mu_y, {setup.sigma:g}^2 I), "
+        f"mu_-1 = {mu0}, mu_+1 = {mu1}, P(y = +1) = {setup.rare_prior:g}; affine model "
+        f"on {setup.train_size} training samples; balanced error exact (closed form).\n")
+  print(format_table(seeds, per_seed, setup))
+  print()
+  print("rare training examples per seed: "
+        + ", ".join(f"{s}: {r['counts'][1]}" for s, r in zip(seeds, per_seed)))
+  print("post-hoc tau chosen on validation: "
+        + ", ".join(f"{s}: {r['val_tau']:g}" for s, r in zip(seeds, per_seed)))
+  w, c = bayes_rule(setup.means)
+  for s, r in zip(seeds, per_seed):
+    la_w, la_c = r["la_rule"]
+    scale = np.linalg.norm(w) / np.linalg.norm(la_w)
+    print(f"seed {s}: LA separator {la_w[0] * scale:+.3f} x1 {la_w[1] * scale:+.3f} x2 "
+          f"{la_c * scale:+.3f} > 0 (Bayes: {w[0]:+.3f} x1 {w[1]:+.3f} x2 {c + 0.0:+.3f} > 0)")
+  print(f"({time.perf_counter() - start:.1f} s)")
+
+
+def cli(argv=None):
+  app.run(main, argv=argv, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+  cli()
