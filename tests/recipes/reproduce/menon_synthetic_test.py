@@ -4,7 +4,9 @@ The closed-form balanced error of a linear rule is checked against a Monte Carlo
 estimate, the Bayes formula against a brute-force scan over linear rules, and the
 experiment on three seeds: the logit-adjusted loss within 0.005 of the Bayes balanced
 error, ERM worse by more than 0.05 (it measures about 0.10 worse), post-hoc
-adjustment (tau = 1) within 0.002 of the logit-adjusted loss.
+adjustment (tau = 1) equal to the logit-adjusted loss within 1e-6 (for an affine model
+the two coincide exactly; they measure 1e-10 apart), post-hoc with tau chosen on a
+validation sample within 0.005 of Bayes.
 """
 
 import contextlib
@@ -83,7 +85,7 @@ class ExperimentTest(tf.test.TestCase):
             + f", Bayes {bayes:.4f}")
       self.assertBetween(r["la_loss"] - bayes, 0.0, 0.005, msg=f"seed {seed}")
       self.assertGreater(r["erm"] - bayes, 0.05, msg=f"seed {seed}")
-      self.assertLess(abs(r["post_hoc"] - r["la_loss"]), 0.002, msg=f"seed {seed}")
+      self.assertLess(abs(r["post_hoc"] - r["la_loss"]), 1e-6, msg=f"seed {seed}")
       self.assertLess(r["post_hoc_val"] - bayes, 0.005, msg=f"seed {seed}")
       self.assertEqual(r["balanced_softmax"], r["la_loss"])
 
