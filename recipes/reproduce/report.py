@@ -1,0 +1,203 @@
+"""Ours against the papers': `bazel run //recipes/reproduce:report -- --runs=DIR|GLOB ...`
+
+Reads every run's metrics.json under the given directories (a run's model_dir, or a
+folder holding many), groups the runs by recipe (`Task.name`, which each reproduce
+recipe sets to its row's name), and prints, per published row: the paper's top-1, our
+mean, standard deviation and seed count, the difference, and whether the mean is within
+the row's tolerance (with the seeds the tolerance asks for). It also writes the table
+as Markdown and a plot (ours against the paper's, per row, with error bars). With no
+runs it prints the published table and the command that reproduces each row.
+
+    --runs       run directories or globs (repeatable, comma-separated too)
+    --out_dir    where report.md and report.png go (default: the working directory)
+"""
+
+import glob
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published.json")
+_USER_DIR = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("runs", [], "Run directories or globs holding metrics.json files.")
+flags.DEFINE_string("out_dir", None, "Where report.md and report.png are written.")
+
+
+class ReportError(ValueError):
+  """Bad input: one line, exit status 2."""
+
+
+def published(path=TABLE):
+  """The published rows (dicts), checked: unique recipes, numbers where numbers go."""
+  with open(path) as f:
+    rows = json.load(f)["rows"]
+  seen = set()
+  for row in rows:
+    if row["recipe"] in seen:
+      raise ValueError(f"{path}: recipe {row['recipe']!r} appears twice")
+    seen.add(row["recipe"])
+    if not (0 < row["top1"] <= 100 and row["tolerance"] > 0 and row["seeds"] >= 1):
+      raise ValueError(f"{path}: row {row['recipe']!r} has a top1, tolerance or seed "
+                       "count out of range")
+  return rows
+
+
+def command(row):
+  """The command that runs one seed of `row`."""
+  name = row["recipe"]
+  return (f"./bazelw run //recipes/reproduce:{name} -- --gin_bindings='SEED = 0' "
+          f"--model_dir=runs/{name}/seed0")
+
+
+def find_metrics(patterns):
+  """Paths of the metrics.json files in or under the directories `patterns` name."""
+  found = []
+  for pattern in patterns:
+    pattern = os.path.join(_USER_DIR, os.path.expanduser(pattern))
+    matched = sorted(glob.glob(pattern))
+    if not matched:
+      raise ReportError(f"--runs={pattern} matches nothing; give run directories (a "
+                        "model_dir, or a folder of them) or globs such as 'runs/cao2019_*'")
+    for path in matched:
+      if os.path.isfile(path) and os.path.basename(path) == "metrics.json":
+        found.append(path)
+      elif os.path.isdir(path):
+        found += sorted(glob.glob(os.path.join(path, "**", "metrics.json"), recursive=True))
+  return sorted(set(found))
+
+
+def read_runs(paths):
+  """{recipe: [top-1 %, ...]} from metrics.json files (unreadable ones are errors)."""
+  runs = {}
+  for path in paths:
+    try:
+      with open(path) as f:
+        metrics = json.load(f)
+      recipe, top1 = metrics["recipe"], float(metrics["top1"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise ReportError(f"{path} is not a finished run's metrics.json ({type(e).__name__}: "
+                        f"{e}); remove it from --runs or rerun that run") from None
+    runs.setdefault(recipe, []).append(100.0 * top1)
+  return runs
+
+
+def compare(rows, runs):
+  """One result dict per published row with runs: ours against the paper's."""
+  results = []
+  for row in rows:
+    ours = runs.get(row["recipe"])
+    if not ours:
+      continue
+    mean = float(np.mean(ours))
+    std = float(np.std(ours, ddof=1)) if len(ours) > 1 else 0.0
+    diff = mean - row["top1"]
+    if len(ours) < row["seeds"]:
+      verdict = f"needs {row['seeds']} seeds"
+    else:
+      verdict = "within" if abs(diff) <= row["tolerance"] else "outside"
+    results.append(dict(row=row, mean=mean, std=std, n=len(ours), diff=diff,
+                        verdict=verdict))
+  return results
+
+
+def markdown(results):
+  lines = ["| recipe | paper | data | method | paper top-1 | ours (mean ± std, seeds) | "
+           "difference | tolerance | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+  for r in results:
+    row = r["row"]
+    lines.append(f"| {row['recipe']} | {row['paper']} | {row['data']} | {row['method']} | "
+                 f"{row['top1']:.2f} | {r['mean']:.2f} ± {r['std']:.2f} ({r['n']}) | "
+                 f"{r['diff']:+.2f} | ±{row['tolerance']:g} ({row['seeds']} seeds) | "
+                 f"{r['verdict']} |")
+  return "\n".join(lines) + "\n"
+
+
+def plot(path, results):
+  """Ours (mean, std error bars) against the paper's value, one row a line."""
+  height = max(2.0, 0.45 * len(results) + 1)
+  fig, ax = plt.subplots(figsize=(8, height))
+  y = np.arange(len(results))
+  ax.scatter([r["row"]["top1"] for r in results], y, marker="|", s=300, color="black",
+             label="paper")
+  ax.errorbar([r["mean"] for r in results], y, xerr=[r["std"] for r in results], fmt="o",
+              color="tab:blue", capsize=3, label="ours (mean ± std)")
+  ax.set_yticks(y, [r["row"]["recipe"] for r in results], fontsize=8)
+  ax.invert_yaxis()
+  ax.set_xlabel("top-1 accuracy (%)")
+  ax.legend(loc="lower right", fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def published_table(rows):
+  lines = []
+  for row in rows:
+    lines.append(f"{row['recipe']}: {row['paper']}, {row['data']}, {row['model']}, "
+                 f"{row['method']}: top-1 {row['top1']:.2f} (±{row['tolerance']:g} over "
+                 f"{row['seeds']} seed{'s' if row['seeds'] > 1 else ''}; needs a "
+                 f"{row['needs'].upper()})\n    {command(row)}")
+  return "\n".join(lines)
+
+
+def report(patterns, out_dir):
+  """Prints and writes the comparison; returns the Markdown."""
+  rows = published()
+  if not patterns:
+    print(published_table(rows))
+    return None
+  runs = read_runs(find_metrics(patterns))
+  if not runs:
+    raise ReportError(f"no metrics.json under --runs={','.join(patterns)}; a run writes it "
+                      "when it finishes")
+  results = compare(rows, runs)
+  unknown = sorted(set(runs) - {row["recipe"] for row in rows})
+  if not results:
+    raise ReportError(f"none of the runs' recipes ({', '.join(unknown)}) is a published "
+                      "row; run a //recipes/reproduce recipe (its Task.name names the row)")
+  text = markdown(results)
+  print(text, end="")
+  if unknown:
+    print(f"(not published rows, left out: {', '.join(unknown)})")
+  os.makedirs(out_dir, exist_ok=True)
+  with open(os.path.join(out_dir, "report.md"), "w") as f:
+    f.write(text)
+  plot(os.path.join(out_dir, "report.png"), results)
+  print(f"Wrote {os.path.join(out_dir, 'report.md')} and report.png")
+  return text
+
+
+def main(argv):
+  if len(argv) > 1:
+    fail(f"unexpected arguments {' '.join(argv[1:])!r}; give runs as --runs=DIR,GLOB")
+  try:
+    report([p for p in FLAGS.runs if p], FLAGS.out_dir or _USER_DIR)
+  except ReportError as e:
+    fail(str(e))
+
+
+def fail(message):
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def parse_flags(argv):
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    fail(f"{' '.join(str(e).split())}; see --helpshort for the flags")
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=parse_flags)
