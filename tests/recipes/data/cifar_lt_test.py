@@ -20,6 +20,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from recipes import configurables  # pylint: disable=unused-import
+from recipes import experiment
+from recipes import trainer
 from recipes.data import cifar_lt
 from recipes.data import cifar_python
 from recipes.errors import ConfigError
@@ -186,6 +188,18 @@ class CifarLtTest(tf.test.TestCase, parameterized.TestCase):
       flat = np.transpose(image.numpy(), (2, 0, 1)).reshape(-1)
       self.assertEqual(int(flat[0]) + 256 * int(flat[1]), index)
     self.assertLen(source.test_labels, 10 * source.num_classes)  # test set untouched
+
+  def test_trainer_load_data_keeps_their_images(self):
+    """`Task.long_tail = @CaoLongTail()` through the trainer's load_data (no hold-out)."""
+    task = experiment.Task(
+        data=lambda: cifar_python.cifar_python(path=self.archives["cifar10"], md5=None),
+        long_tail=cifar_lt.CaoLongTail(rho=10, seed=0), model=None)
+    data = trainer.load_data(task, seed=5)  # the run's seed does not move the split
+    targets = read_targets(self.files["cifar10"], "cifar10")
+    expected = their_selection(targets, their_counts(600, 10, 0.1), 0)
+    self.assertAllEqual(data.train, np.sort(expected))
+    self.assertEqual(data.counts.tolist(), their_counts(600, 10, 0.1))
+    self.assertEmpty(data.validation)
 
   def test_directory_and_md5(self):
     name, files = "cifar10", self.files["cifar10"]
