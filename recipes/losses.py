@@ -1,13 +1,21 @@
 """Loss builders for the trainer: each takes the training split's class counts.
 
 The trainer calls `loss(class_counts=...)` and expects per-example losses, so a
-recipe switches between them with one Gin binding (`Task.loss`).
+recipe switches between them with one Gin binding (`Task.loss`): `cross_entropy`,
+`logit_adjusted` (Menon et al. 2021), `balanced_softmax` (Ren et al. 2020: the
+logit-adjusted loss at tau = 1), `focal` (Lin et al. 2017; sigmoid as Cui et al. 2019
+use it, or softmax), `ldam` (Cao et al. 2019; with `Task.model_transforms =
+[@normed_head]`), and `class_balanced` (Cui et al. 2019's effective-number weights on
+softmax or sigmoid cross-entropy, focal or LDAM).
 """
 
 import gin
 import tensorflow as tf
 import tf_keras
 
+from tricks import class_balanced as class_balanced_lib
+from tricks import focal as focal_lib
+from tricks import ldam as ldam_lib
 from tricks import logit_adjustment
 
 
@@ -45,3 +53,90 @@ def logit_adjusted(class_counts, tau=1.0, label_smoothing=0.0):
                      "cross-entropy); check TAU")
   return logit_adjustment.LogitAdjustedLoss(class_counts, tau=tau,
                                             label_smoothing=label_smoothing)
+
+
+@gin.configurable
+def balanced_softmax(class_counts):
+  """Ren et al. 2020's Balanced Softmax, -log(n_y e^{z_y} / sum_j n_j e^{z_j}): the same
+  loss as `logit_adjusted` at tau = 1 (log n_j = log pi_j + log N), one implementation."""
+  return logit_adjustment.LogitAdjustedLoss(class_counts, tau=1.0, name="balanced_softmax")
+
+
+def _number(value, lowest, strict=False):
+  return (not isinstance(value, bool) and isinstance(value, (int, float))
+          and (value > lowest if strict else value >= lowest))
+
+
+def _weights(binding, weights, num_classes):
+  try:
+    class_balanced_lib.check_weights(weights, num_classes)
+  except ValueError as e:
+    raise ValueError(f"{binding}={weights!r}: {e}; bind one weight a class, or leave it "
+                     "unbound and use class_balanced") from None
+  return weights
+
+
+FOCAL_KINDS = ("sigmoid", "softmax")
+
+
+@gin.configurable
+def focal(class_counts, gamma=2.0, kind="sigmoid", alpha=None, weights=None):
+  """Lin et al.'s focal loss: "sigmoid" (a sigmoid a class, summed: Cui et al.'s focal
+  loss) or "softmax"; `alpha` is Lin et al.'s alpha (sigmoid only); `weights` per-class
+  weights (a list, a tf.Variable or a callable; class_balanced sets them)."""
+  num_classes = len(class_counts)
+  if not _number(gamma, 0):
+    raise ValueError(f"focal.gamma={gamma!r} must be a number >= 0 (0 is cross-entropy; "
+                     "Lin et al. use 2)")
+  if kind not in FOCAL_KINDS:
+    raise ValueError(f"focal.kind={kind!r} must be one of {FOCAL_KINDS} ('sigmoid' is "
+                     "Cui et al.'s focal loss)")
+  if alpha is not None and (kind != "sigmoid" or not _number(alpha, 0) or alpha > 1):
+    raise ValueError(f"focal.alpha={alpha!r} must be None or a number in [0, 1], with "
+                     "focal.kind='sigmoid'; weight softmax classes with class_balanced")
+  _weights("focal.weights", weights, num_classes)
+  if kind == "sigmoid":
+    return focal_lib.SigmoidFocalLoss(num_classes, gamma=gamma, alpha=alpha, weights=weights)
+  return focal_lib.SoftmaxFocalLoss(num_classes, gamma=gamma, weights=weights)
+
+
+@gin.configurable
+def ldam(class_counts, max_m=0.5, s=30.0, weights=None):
+  """Cao et al.'s LDAM loss: margins proportional to n_j^(-1/4), the largest `max_m`, on
+  logits scaled by `s`; train it with `Task.model_transforms = [@normed_head]`."""
+  if not _number(max_m, 0, strict=True):
+    raise ValueError(f"ldam.max_m={max_m!r} must be a number > 0 (the rarest class's "
+                     "margin; Cao et al. use 0.5)")
+  if not _number(s, 0, strict=True):
+    raise ValueError(f"ldam.s={s!r} must be a number > 0 (the logit scale; Cao et al. "
+                     "use 30)")
+  _weights("ldam.weights", weights, len(class_counts))
+  return ldam_lib.LDAMLoss(class_counts, max_m=max_m, s=s, weights=weights)
+
+
+BALANCED_LOSSES = ("softmax", "sigmoid", "focal", "ldam")
+
+
+@gin.configurable
+def class_balanced(class_counts, beta=0.9999, loss="softmax"):
+  """Cui et al.'s class-balanced loss: the example of class y weighted by
+  (1 - beta) / (1 - beta^{n_y}) (normalised to sum to the class count) in `loss`:
+  "softmax" or "sigmoid" cross-entropy, or the `focal` or `ldam` builder with their
+  own bindings (focal.gamma, focal.kind, ldam.max_m, ...)."""
+  if not _number(beta, 0) or beta > 1:
+    raise ValueError(f"class_balanced.beta={beta!r} must be a number in [0, 1] (0: no "
+                     "weights, 1: inverse frequency; Cui et al. use 0.9 to 0.9999)")
+  if loss not in BALANCED_LOSSES:
+    raise ValueError(f"class_balanced.loss={loss!r} must be one of {BALANCED_LOSSES}")
+  try:
+    weights = class_balanced_lib.weights(class_counts, beta)
+  except ValueError as e:
+    raise ValueError(f"class_balanced: {e}; every class needs a training example") from None
+  num_classes = len(class_counts)
+  if loss == "softmax":
+    return focal_lib.SoftmaxFocalLoss(num_classes, gamma=0.0, weights=weights)
+  if loss == "sigmoid":
+    return focal_lib.SigmoidFocalLoss(num_classes, gamma=0.0, weights=weights)
+  if loss == "focal":
+    return focal(class_counts, weights=weights)
+  return ldam(class_counts, weights=weights)

@@ -1,5 +1,6 @@
 """Loss builders: both give per-example losses; the adjusted one uses the counts."""
 
+import gin
 import numpy as np
 import tensorflow as tf
 
@@ -39,6 +40,103 @@ class LossesTest(tf.test.TestCase):
     got = losses.logit_adjusted(class_counts=[3, 1], tau=1.0)([1], logits)
     # softmax(log(0.75), log(0.25))_1 = 0.25.
     self.assertAllClose(got, [-np.log(0.25)])
+
+
+def numpy_cross_entropy(logits, labels):
+  z = np.asarray(logits, np.float64)
+  log_p = z - z.max(axis=1, keepdims=True)
+  log_p = log_p - np.log(np.exp(log_p).sum(axis=1, keepdims=True))
+  return -log_p[np.arange(len(labels)), labels]
+
+
+class LongTailLossesTest(tf.test.TestCase):
+  """The Gin builders of the long-tail losses (their formulas: tests/tricks/)."""
+
+  def tearDown(self):
+    gin.clear_config()
+    super().tearDown()
+
+  def test_balanced_softmax_is_ren_et_al(self):
+    """Ren et al. 2020: phi_j = n_j e^{eta_j} / sum_i n_i e^{eta_i}, loss -log phi_y."""
+    counts = np.array([60.0, 30.0, 6.0, 1.0])
+    eta = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    labels = np.array([0, 1, 2, 3, 3])
+    weighted = counts * np.exp(eta.astype(np.float64))
+    phi = weighted / weighted.sum(axis=1, keepdims=True)
+    want = -np.log(phi[np.arange(5), labels])
+    got = losses.balanced_softmax(class_counts=counts.tolist())(labels, eta)
+    self.assertAllClose(got, want, rtol=1e-5)
+    # One implementation, both names: the logit-adjusted loss at tau = 1.
+    self.assertAllClose(losses.logit_adjusted(class_counts=counts.tolist(), tau=1.0)(
+        labels, eta), got)
+    targets = np.random.default_rng(1).dirichlet(np.ones(4), size=5).astype(np.float32)
+    self.assertAllClose(losses.balanced_softmax(class_counts=counts.tolist())(targets, eta),
+                        -(targets * np.log(phi)).sum(axis=1), rtol=1e-5)
+
+  def test_class_balanced_softmax_weights_cross_entropy(self):
+    counts, beta = [500, 50, 5], 0.99
+    raw = (1 - beta) / (1 - beta ** np.array(counts, np.float64))
+    w = raw / raw.sum() * 3
+    logits = np.random.default_rng(2).normal(size=(4, 3)).astype(np.float32)
+    labels = np.array([0, 1, 2, 2])
+    got = losses.class_balanced(class_counts=counts, beta=beta)(labels, logits)
+    self.assertAllClose(got, w[labels] * numpy_cross_entropy(logits, labels), rtol=1e-5)
+
+  def test_class_balanced_sigmoid(self):
+    counts, labels = [9, 1], np.array([0, 1])
+    logits = np.array([[1.0, -2.0], [0.5, 0.5]], np.float32)
+    w = losses.class_balanced(class_counts=counts, beta=1.0, loss="sigmoid")(labels, logits)
+    inverse = np.array([1 / 9, 1.0]) / (1 / 9 + 1.0) * 2
+    softplus = lambda x: np.log1p(np.exp(x))
+    want = [inverse[0] * (softplus(-1.0) + softplus(-2.0)),
+            inverse[1] * (softplus(0.5) + softplus(-0.5))]
+    self.assertAllClose(w, want, rtol=1e-5)
+
+  def test_class_balanced_uses_the_base_builders_bindings(self):
+    gin.bind_parameter("focal.gamma", 0.5)
+    gin.bind_parameter("focal.kind", "softmax")
+    loss = losses.class_balanced(class_counts=[5, 1], beta=0.9, loss="focal")
+    self.assertEqual((type(loss).__name__, loss.gamma), ("SoftmaxFocalLoss", 0.5))
+    gin.bind_parameter("ldam.max_m", 0.3)
+    loss = losses.class_balanced(class_counts=[5, 1], beta=0.9, loss="ldam")
+    self.assertEqual((type(loss).__name__, loss.max_m), ("LDAMLoss", 0.3))
+    inverse = np.array([1 / ((1 - 0.9 ** 5) / 0.1), 1.0])  # 1 / E_n, E_1 = 1
+    self.assertAllClose(loss.weights, inverse / inverse.sum() * 2, rtol=1e-6)
+
+  def test_builders_give_per_example_losses(self):
+    logits = tf.constant([[0.2, -0.4, 0.9], [0.1, 0.3, -0.8]])
+    for name, loss in [("focal", losses.focal(class_counts=[3, 2, 1])),
+                       ("focal softmax", losses.focal(class_counts=[3, 2, 1], kind="softmax")),
+                       ("ldam", losses.ldam(class_counts=[3, 2, 1])),
+                       ("class_balanced", losses.class_balanced(class_counts=[3, 2, 1]))]:
+      with self.subTest(name):
+        self.assertEqual(loss([0, 2], logits).shape, [2])
+        self.assertEqual(loss(tf.one_hot([0, 2], 3), logits).shape, [2])
+
+  def test_bad_arguments_name_the_binding(self):
+    cases = [
+        (lambda: losses.focal(class_counts=[2, 1], gamma=-1), r"^focal.gamma=-1 must be"),
+        (lambda: losses.focal(class_counts=[2, 1], kind="tanh"), r"^focal.kind='tanh'"),
+        (lambda: losses.focal(class_counts=[2, 1], kind="softmax", alpha=0.25),
+         r"^focal.alpha=0.25 must be None"),
+        (lambda: losses.focal(class_counts=[2, 1], weights=[1.0]), r"^focal.weights="),
+        (lambda: losses.ldam(class_counts=[2, 1], max_m=0), r"^ldam.max_m=0 must be"),
+        (lambda: losses.ldam(class_counts=[2, 1], s="30"), r"^ldam.s='30' must be"),
+        (lambda: losses.class_balanced(class_counts=[2, 1], beta=1.5),
+         r"^class_balanced.beta=1.5 must be"),
+        (lambda: losses.class_balanced(class_counts=[2, 1], loss="hinge"),
+         r"^class_balanced.loss='hinge' must be one of"),
+        (lambda: losses.class_balanced(class_counts=[2, 0]),
+         r"^class_balanced: .*positive training count"),
+        (lambda: losses.balanced_softmax(class_counts=[2, 0]), "positive training count"),
+    ]
+    for make, message in cases:
+      with self.subTest(message):
+        with self.assertRaises(ValueError) as caught:
+          make()
+        # One line (Gin appends its "In call to configurable" line; the trainer keeps
+        # the first).
+        self.assertRegex(str(caught.exception).splitlines()[0], message)
 
 
 if __name__ == "__main__":
