@@ -9,6 +9,7 @@ import tf_keras
 
 from recipes import bit_hyperrule  # pylint: disable=unused-import
 from recipes import experiment  # pylint: disable=unused-import  (Task, Optimization, ...)
+from recipes import long_tail_heads  # pylint: disable=unused-import  (normed_head, ...)
 from recipes import losses  # pylint: disable=unused-import  (registers its builders)
 from recipes import schedules  # pylint: disable=unused-import
 from recipes import trainer  # pylint: disable=unused-import
