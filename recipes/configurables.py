@@ -19,6 +19,7 @@ from recipes.data import digits  # pylint: disable=unused-import
 from recipes.data import image_folder  # pylint: disable=unused-import
 from recipes.data import list_file  # pylint: disable=unused-import
 from recipes.data import long_tail  # pylint: disable=unused-import
+from recipes.data import menon_tfrecord  # pylint: disable=unused-import
 from recipes.data import pipeline  # pylint: disable=unused-import
 from recipes.data import tfds_source  # pylint: disable=unused-import
 from tricks import acnet
