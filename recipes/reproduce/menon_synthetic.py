@@ -104,6 +104,15 @@ def draw(n, setup, rng):
   return features.astype(np.float32), labels
 
 
+# A fitted decision weight beyond this means the fit ran off to infinity (separable
+# data); the paper's setup fits weights of about 2 (the Bayes rule is 2 x1 + 2 x2 > 0).
+MAX_WEIGHT = 1e3
+
+
+class NoMinimiser(ValueError):
+  """The training sample is (nearly) linearly separable: no minimiser to fit."""
+
+
 def fit_linear(features, labels, loss_fn, max_steps=100, tol=1e-6):
   """Minimises mean(loss_fn(labels, x W + b)) by damped Newton; returns (w, c).
 
@@ -147,10 +156,17 @@ def fit_linear(features, labels, loss_fn, max_steps=100, tol=1e-6):
     moved = np.max(np.abs(decision(new) - decision(theta)))
     theta = new
     if moved < tol:
-      d = decision(theta)
-      return d[:2], float(d[2])
-  raise RuntimeError(f"Newton's method did not converge in {max_steps} steps "
-                     f"(last move {moved:.2g})")
+      break
+  d = decision(theta)
+  if moved >= tol or np.max(np.abs(d)) > MAX_WEIGHT:
+    # On linearly separable data the loss has no minimiser: the weights grow until the
+    # float32 loss underflows, or Newton's method keeps moving.
+    how = (f"did not converge in {max_steps} steps" if moved >= tol
+           else f"ended at a weight of {np.max(np.abs(d)):.3g}")
+    raise NoMinimiser(f"the loss has no minimiser on this training sample (Newton's "
+                      f"method {how}): it is (nearly) linearly separable; raise "
+                      "--train_size")
+  return d[:2], float(d[2])
 
 
 def choose_tau(w, c, log_prior_gap, features, labels, grid=TAU_GRID):
@@ -256,10 +272,13 @@ def main(argv):
   setup = Setup(rare_prior=FLAGS.rare_prior, train_size=FLAGS.train_size,
                 val_size=FLAGS.val_size)
   start = time.perf_counter()
-  try:
-    per_seed = [run_seed(s, setup) for s in seeds]
-  except ValueError as e:
-    fail(str(e).splitlines()[0])
+  per_seed = []
+  for seed in seeds:
+    try:
+      per_seed.append(run_seed(seed, setup))
+    except ValueError as e:
+      fail(f"seed {seed}: {str(e).splitlines()[0]}" if isinstance(e, NoMinimiser)
+           else str(e).splitlines()[0])
   mu0, mu1 = setup.means
   print(f"Menon et al. 2021, Section 6.1: x | y ~ N(mu_y, {setup.sigma:g}^2 I), "
         f"mu_-1 = {mu0}, mu_+1 = {mu1}, P(y = +1) = {setup.rare_prior:g}; affine model "

@@ -105,13 +105,17 @@ class ExperimentTest(tf.test.TestCase):
       lines = err.getvalue().strip().splitlines()
       self.assertLen(lines, 1, err.getvalue())
       self.assertIn(says, lines[0])
-    # A training sample with no rare example: one line, exit 2.
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as done:
-      ms.cli(["menon_synthetic", "--seeds=0", "--train_size=2", "--rare_prior=0.001"])
-    self.assertEqual(done.exception.code, 2)
-    self.assertIn("no example of a class", err.getvalue())
-    self.assertLen(err.getvalue().strip().splitlines(), 1)
+    # A training sample with no rare example, and a linearly separable one (no
+    # minimiser to fit): one line each, exit 2.
+    for args, says in [(["--train_size=2", "--rare_prior=0.001"], "no example of a class"),
+                       (["--seeds=1", "--train_size=6", "--rare_prior=0.4", "--val_size=50"],
+                        "seed 1: the loss has no minimiser")]:
+      err = io.StringIO()
+      with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as done:
+        ms.cli(["menon_synthetic", "--seeds=0"] + args)
+      self.assertEqual(done.exception.code, 2, args)
+      self.assertIn(says, err.getvalue())
+      self.assertLen(err.getvalue().strip().splitlines(), 1)
 
 
 if __name__ == "__main__":
