@@ -32,6 +32,7 @@ from absl import logging  # pylint: disable=g-import-not-at-top,wrong-import-pos
 
 from recipes import checks
 from recipes import configurables  # pylint: disable=unused-import
+from recipes import decoupled  # pylint: disable=unused-import  (registers decoupled)
 from recipes import experiment
 from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
 from recipes import strategies

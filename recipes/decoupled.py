@@ -1,0 +1,194 @@
+"""Decoupled training (Kang et al. 2020, "Decoupling Representation and Classifier for
+Long-Tailed Recognition", arXiv:1910.09217): stage 1 learns the representation (and a
+classifier) on the long-tailed data; stage 2 rebalances the classifier alone, from
+stage 1's final checkpoint: cRT, LWS (both trained, class-balanced sampling) or the
+tau-normalised classifier (post hoc, no training).
+
+`run.experiment = @decoupled` runs both stages in one command:
+
+    model_dir/stage1   a complete run of the trainer, Gin scope `stage1/`
+    model_dir/stage2   a complete run from stage 1's final checkpoint, scope `stage2/`
+    model_dir/decoupled.json   the stage-1 checkpoint stage 2 started from, and both
+                               stages' headline test metrics
+
+Each stage is an ordinary run (resumable, locked, with its own metrics.json). Bindings
+under `stage1/` or `stage2/` (`stage2/Runtime.epochs = 10`,
+`stage2/InputPipeline.sampler = @tricks.Sampler()`) apply to that stage only; unscoped
+bindings to both, so both draw the same training and validation data. With
+`decoupled.stage1_checkpoint = '<a ckpt-N prefix or a checkpoints/ directory>'` the
+command skips stage 1 and runs stage 2 alone from that checkpoint.
+
+The runner binds `stage2/zoo.load_stage1.checkpoint` to the checkpoint (so stage 2's
+operative_config.gin names it); stage 2's `Task.model_transforms` must contain
+`@zoo.load_stage1` (see zoo/decoupled.py and recipes/configs/runs/decoupled*.gin).
+"""
+
+import os
+import time
+
+import gin
+import numpy as np
+import tensorflow as tf
+
+from recipes import checks
+from recipes import experiment
+from recipes import report
+from recipes import run_lock
+from recipes import trainer
+from recipes.data import pipeline as pipeline_lib
+from recipes.errors import ConfigError
+from tricks import tau_norm as tau_norm_lib
+from zoo import decoupled as decoupled_zoo
+from zoo import finetune
+
+STAGE1, STAGE2 = "stage1", "stage2"
+LOAD_BINDING = f"{STAGE2}/zoo.load_stage1.checkpoint"
+
+
+def final_checkpoint(stage_dir):
+  """The newest checkpoint of the run in `stage_dir` (its final one once finished)."""
+  path = tf.train.latest_checkpoint(os.path.join(stage_dir, "checkpoints"))
+  if path is None:
+    raise ConfigError(f"{stage_dir}/checkpoints holds no checkpoint after stage 1")
+  return path
+
+
+def resolve_checkpoint(path):
+  """A checkpoint prefix from a prefix or a directory (its newest); one-line errors."""
+  try:
+    return finetune._checkpoint_path(path)  # pylint: disable=protected-access
+  except finetune.CheckpointError as e:
+    raise ConfigError(f"decoupled.stage1_checkpoint: {e}") from None
+
+
+def _task_with_load():
+  """Stage 2's Task (constructed in the active scope), checked to load stage 1."""
+  task = checks.construct("Task", experiment.Task)
+  if not any(t is decoupled_zoo.load_stage1 for t in task.model_transforms):
+    raise ConfigError(
+        "stage 2 must start from stage 1's weights: add @zoo.load_stage1 to "
+        "stage2/Task.model_transforms (e.g. [@zoo.load_stage1, @zoo.crt]; see "
+        "recipes/configs/runs/decoupled_crt.gin)")
+  return task
+
+
+@gin.configurable(denylist=["model_dir", "strategy"])
+def retrain_classifier(model_dir, strategy):
+  """cRT or LWS stage 2: an ordinary training run whose model transforms load stage 1
+  and rebalance the head (`@zoo.crt`, `@zoo.lws`)."""
+  return trainer.train_and_evaluate(model_dir, strategy, task=_task_with_load())
+
+
+def _features(t, split):
+  """(features [n, d] float64, labels [n]) of the validation examples (split
+  'validation') through the head's input, gathered from every replica."""
+  features_of = decoupled_zoo.feature_model(t.model)
+  strategy = t.strategy
+
+  def replica(images, labels):
+    return tf.cast(features_of(images, training=False), tf.float32), labels
+
+  @tf.function
+  def step(batch):
+    features, labels = strategy.run(replica, args=batch)
+    return strategy.gather(features, axis=0), strategy.gather(labels, axis=0)
+
+  indices = t.data.validation if split == "validation" else None
+  name = "train" if split == "validation" else "test"
+  dataset = strategy.distribute_datasets_from_function(
+      lambda context: t.pipeline.eval_dataset(t.data.source, name, indices, context))
+  features, labels = [], []
+  for batch in dataset:
+    f, l = step(batch)
+    features.append(f.numpy())
+    labels.append(l.numpy())
+  labels = np.concatenate(labels)
+  keep = labels != pipeline_lib.PAD_LABEL
+  return np.concatenate(features)[keep].astype(np.float64), labels[keep]
+
+
+@gin.configurable(denylist=["model_dir", "strategy"])
+def tau_normalized_classifier(model_dir, strategy, tau=None, grid=tau_norm_lib.GRID):
+  """The tau-normalised classifier on stage 1's model, no training: tau (given, or the
+  `grid` value of best balanced accuracy on the validation split,
+  `Task.validation_per_class`; never the test split) is applied to the head, the model
+  saved as checkpoints/ckpt-0, and the run's report written as a trained run's is,
+  with `tau_norm` (tau, how it was chosen, the validation sweep) in metrics.json."""
+  began = time.time()
+  t = trainer.build(model_dir, strategy, _task_with_load(),
+                    checks.construct("Optimization", experiment.Optimization),
+                    checks.construct("Runtime", experiment.Runtime))
+  chief = trainer.is_chief(strategy)
+  with run_lock.acquire(model_dir) if chief else _nothing():
+    finished = trainer.finished_report(model_dir)
+    if finished is not None:
+      print(f"{model_dir} holds a finished run: its report (metrics.json) is left as it "
+            "was", flush=True)
+      return finished
+    if chief:
+      report.write_text(os.path.join(model_dir, "config.gin"), t.config_text)
+    head = decoupled_zoo.head_of(t.model)
+    kernel = head.kernel.numpy()
+    scores = None
+    if tau is None:
+      if not len(t.data.validation):
+        raise ConfigError("tau_normalized_classifier chooses tau on a validation split: "
+                          "set Task.validation_per_class (e.g. 5), or fix "
+                          "tau_normalized_classifier.tau")
+      features, labels = _features(t, "validation")
+      tau, scores = tau_norm_lib.choose_tau(features, labels, kernel, grid)
+    print(f"tau-normalised classifier: tau = {tau:g}" + (
+        f" (best validation balanced accuracy {max(scores.values()):.4f} over "
+        f"{len(scores)} values)" if scores else " (given)"), flush=True)
+    decoupled_zoo.tau_normalize(t.model, tau)
+    books = trainer.Bookkeeping(t)
+    t.books = books
+    try:
+      books.save(0)
+      metrics = trainer.finish(t, trainer.Record(0, 0, None, time.time() - began))
+      metrics.update(epochs=0, epochs_trained=0, steps=0, tau_norm={
+          "tau": float(tau), "chosen_on": "validation" if scores else "given",
+          "validation_balanced_accuracy": (
+              {f"{k:g}": v for k, v in scores.items()} if scores else None)})
+      if chief:
+        report.write_json(os.path.join(model_dir, "metrics.json"), metrics)
+      return metrics
+    finally:
+      books.close()
+
+
+class _nothing:  # a context manager that does nothing (non-chief workers take no lock)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    return False
+
+
+@gin.configurable(denylist=["model_dir", "strategy"])
+def decoupled(model_dir, strategy, stage2=gin.REQUIRED, stage1_checkpoint=None):
+  """Stage 1 in model_dir/stage1 (scope `stage1/`), unless `stage1_checkpoint` is
+  given, then `stage2(model_dir/stage2, strategy)` from it (scope `stage2/`); returns
+  stage 2's metrics."""
+  stage1 = None
+  if stage1_checkpoint is None:
+    with gin.config_scope(STAGE1):
+      stage1 = trainer.train_and_evaluate(os.path.join(model_dir, STAGE1), strategy)
+    checkpoint = final_checkpoint(os.path.join(model_dir, STAGE1))
+  else:
+    checkpoint = resolve_checkpoint(stage1_checkpoint)
+  checkpoint = os.path.abspath(checkpoint)
+  print(f"Stage 2 starts from {checkpoint}", flush=True)
+  with gin.unlock_config():
+    gin.bind_parameter(LOAD_BINDING, checkpoint)
+  with gin.config_scope(STAGE2):
+    metrics = stage2(os.path.join(model_dir, STAGE2), strategy)
+  if trainer.is_chief(strategy):
+    headline = checks.METRICS
+    report.write_json(os.path.join(model_dir, "decoupled.json"), {
+        "stage1_checkpoint": checkpoint,
+        "stage1": {k: stage1.get(k) for k in headline} if stage1 else None,
+        "stage2": {k: metrics.get(k) for k in headline},
+        "stage2_metrics": os.path.join(model_dir, STAGE2, "metrics.json")})
+  return metrics
