@@ -12,18 +12,19 @@ Class 0 is y = -1 (dominant), class 1 is y = +1 (rare). The model is two logits
 f(x) = x W + b (W 2x2, b 2), fitted to convergence by Newton's method with backtracking
 (the losses are convex in W, b), from zero. Methods:
 
-  (a) ERM: plain softmax cross-entropy (tf_keras' SparseCategoricalCrossentropy on
-      logits, the loss `recipes.losses.cross_entropy` builds for the trainer).
+  (a) ERM: plain softmax cross-entropy (`recipes.losses.cross_entropy`, the trainer's).
   (b) the logit-adjusted loss, tau = 1 (`tricks.logit_adjustment.LogitAdjustedLoss`,
       priors from the training sample's class counts); prediction argmax f(x).
-  (c) post-hoc logit adjustment of ERM's logits: argmax f(x) - tau * log(pi), tau = 1,
-      and tau chosen on a validation sample drawn like the training sample (never on
-      the test distribution). Computed inline (eq. 9 on the fitted bias). For an affine
-      model, (c) at tau = 1 is (b) exactly: LA-loss(f) = CE(f + log pi), and f + log pi
-      is again affine, so the LA minimiser is ERM's minus log pi (measured: 1e-10 apart).
-  (d) Balanced Softmax (Ren et al. 2020): cross-entropy of f(x) + log(n_y). Since
-      log(n_y) = log(pi_y) + log(N) and softmax ignores a shared shift, it is the
-      logit-adjusted loss at tau = 1: one loss, so (d) is (b)'s run and numbers.
+  (c) post-hoc logit adjustment of ERM's logits (`tricks.posthoc.adjust`, eq. 9):
+      argmax f(x) - tau * log(pi), tau = 1, and tau chosen by `tricks.posthoc.choose_tau`
+      on a validation sample drawn like the training sample (never on the test
+      distribution). For an affine model, (c) at tau = 1 is (b) exactly:
+      LA-loss(f) = CE(f + log pi) and f + log pi is again affine, so the LA minimiser
+      is ERM's minus log pi (measured: 1e-10 apart).
+  (d) Balanced Softmax (Ren et al. 2020): cross-entropy of f(x) + log(n_y), trained
+      with `recipes.losses.balanced_softmax`. Since log(n_y) = log(pi_y) + log(N) and
+      softmax ignores a shared shift, it is the logit-adjusted loss at tau = 1 (one
+      implementation in this project), so (d) repeats (b)'s numbers.
 
 Balanced errors are exact, not test-sample estimates: the rule "class 1 iff
 w.x + c > 0" has, for x ~ N(mu, sigma^2 I), w.x + c ~ N(w.mu + c, sigma^2 |w|^2), so
@@ -45,15 +46,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tf_keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from recipes import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
 from recipes.errors import EXIT_BAD_INPUT  # pylint: disable=g-import-not-at-top
 from tricks import logit_adjustment  # pylint: disable=g-import-not-at-top
-
-# Post-hoc tau is chosen from this grid on the validation sample.
-TAU_GRID = tuple(round(0.05 * i, 2) for i in range(61))  # 0, 0.05, ..., 3
+from tricks import posthoc  # pylint: disable=g-import-not-at-top
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,14 +168,17 @@ def fit_linear(features, labels, loss_fn, max_steps=100, tol=1e-6):
   return d[:2], float(d[2])
 
 
-def choose_tau(w, c, log_prior_gap, features, labels, grid=TAU_GRID):
-  """The tau of `grid` with the least balanced error of "w.x + c - tau * gap > 0" on
-  (features, labels); ties go to the tau nearest 1."""
+def decision_logits(w, c, features):
+  """Logits (0, w.x + c): the fitted model's logits up to a shift both classes share,
+  which changes neither softmax, argmax nor a post-hoc adjustment's decision."""
   scores = features.astype(np.float64) @ np.asarray(w, np.float64) + c
-  def error(tau):
-    predicted = scores - tau * log_prior_gap > 0
-    return 0.5 * (np.mean(~predicted[labels == 1]) + np.mean(predicted[labels == 0]))
-  return min(grid, key=lambda tau: (error(tau), abs(tau - 1.0)))
+  return np.stack([np.zeros_like(scores), scores], axis=-1)
+
+
+def post_hoc_rule(w, c, class_counts, tau):
+  """(w, c') of argmax f(x) - tau * log(pi), by `tricks.posthoc.adjust` on the bias."""
+  adjusted = posthoc.adjust(decision_logits(w, c, np.zeros((1, 2))), class_counts, tau)[0]
+  return w, float(adjusted[1] - adjusted[0])
 
 
 def run_seed(seed, setup=Setup()):
@@ -189,29 +191,24 @@ def run_seed(seed, setup=Setup()):
     raise ValueError(f"seed {seed}: a sample has no example of a class (training counts "
                      f"{counts.tolist()}); raise --train_size / --val_size or --rare_prior")
   tf.random.set_seed(seed)  # nothing here is random in TF; set for good measure
-  log_prior = logit_adjustment.log_priors(counts).astype(np.float64)
-  gap = float(log_prior[1] - log_prior[0])  # log(pi_1 / pi_0)
+  erm = fit_linear(x_train, y_train, losses.cross_entropy(class_counts=counts))
+  la = fit_linear(x_train, y_train,
+                  logit_adjustment.LogitAdjustedLoss(counts, tau=setup.tau))
+  balanced_softmax = fit_linear(x_train, y_train,
+                                losses.balanced_softmax(class_counts=counts))
+  val_tau = posthoc.choose_tau(decision_logits(*erm, x_val), y_val, counts)
 
-  cross_entropy = tf_keras.losses.SparseCategoricalCrossentropy(
-      from_logits=True, reduction=tf_keras.losses.Reduction.NONE)
-  erm_w, erm_c = fit_linear(x_train, y_train, cross_entropy)
-  la_w, la_c = fit_linear(x_train, y_train,
-                          logit_adjustment.LogitAdjustedLoss(counts, tau=setup.tau))
-  # Post-hoc (Menon et al. eq. 9): argmax_y f_y(x) - tau * log(pi_y), computed inline on
-  # the decision (w, c): c - tau * (log pi_1 - log pi_0).
-  val_tau = choose_tau(erm_w, erm_c, gap, x_val, y_val)
-
-  def ber(w, c):
-    return balanced_error(w, c, setup.means, setup.sigma)
+  def ber(rule):
+    return balanced_error(*rule, setup.means, setup.sigma)
 
   results = {
-      "erm": ber(erm_w, erm_c),
-      "la_loss": ber(la_w, la_c),
-      "post_hoc": ber(erm_w, erm_c - setup.tau * gap),
-      "post_hoc_val": ber(erm_w, erm_c - val_tau * gap),
+      "erm": ber(erm),
+      "la_loss": ber(la),
+      "post_hoc": ber(post_hoc_rule(*erm, counts, setup.tau)),
+      "post_hoc_val": ber(post_hoc_rule(*erm, counts, val_tau)),
+      "balanced_softmax": ber(balanced_softmax),
   }
-  results["balanced_softmax"] = results["la_loss"]  # one loss: see the module docstring
-  return dict(results, val_tau=val_tau, counts=counts.tolist(), la_rule=(la_w, la_c))
+  return dict(results, val_tau=val_tau, counts=counts.tolist(), la_rule=la)
 
 
 ROWS = (
@@ -219,7 +216,7 @@ ROWS = (
     ("la_loss", "(b) logit-adjusted loss, tau = {tau:g}"),
     ("post_hoc", "(c) post-hoc adjustment of ERM, tau = {tau:g}"),
     ("post_hoc_val", "(c) post-hoc adjustment of ERM, tau on validation"),
-    ("balanced_softmax", "(d) Balanced Softmax (= (b), one loss)"),
+    ("balanced_softmax", "(d) Balanced Softmax (the loss of (b), tau = 1)"),
 )
 
 
