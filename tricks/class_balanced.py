@@ -1,17 +1,17 @@
 """Class-balanced weights by effective number (Cui et al. 2019, arXiv:1901.05555).
 
-The effective number of n samples (eq. 3; Proposition 1):
+The effective number of n samples (Sec. 3, Proposition 1):
 
     E_n = (1 - beta^n) / (1 - beta),    beta in [0, 1),
 
-and class j's weight is 1 / E_{n_j} = (1 - beta) / (1 - beta^{n_j}) (Sec. 4, eq. 4),
+and class j's weight is 1 / E_{n_j} = (1 - beta) / (1 - beta^{n_j}) (Sec. 4),
 normalised so the weights sum to the number of classes K, as in the authors' code
 (richardaecn/class-balanced-loss, src/cifar_main.py: `weights / np.sum(weights) *
 num_classes`). beta = 0 gives uniform weights (E_n = 1); beta -> 1 gives E_n -> n, i.e.
 inverse class frequency; beta = 1 is taken as that limit.
 
 A loss applies the weight of the example's class, w_y, to the example (Cui et al.,
-eq. 5b / 6b / 7b: softmax cross-entropy, sigmoid cross-entropy and focal loss; the
+Sec. 4: softmax cross-entropy, sigmoid cross-entropy and focal loss; the
 losses are in tricks/focal.py and tricks/ldam.py). Per-example losses weighted so and
 averaged over the global batch are the authors' normalisation (their TF code divides the
 weighted sum by the batch size); LDAM-DRW's PyTorch `F.cross_entropy(weight=...)` divides

@@ -2,9 +2,10 @@
 
     FL(p_t) = -alpha_t (1 - p_t)^gamma log(p_t).
 
-`SigmoidFocalLoss` is the focal loss as Cui et al. 2019 (arXiv:1901.05555, eq. 7; their
-code richardaecn/class-balanced-loss, src/cifar_main.py `focal_loss`, and its PyTorch
-port vandit15/Class-balanced-loss-pytorch) use it for classification: one sigmoid per
+`SigmoidFocalLoss` is the focal loss as Cui et al. 2019 (arXiv:1901.05555, Sec. 4, the
+class-balanced focal loss; their code richardaecn/class-balanced-loss, src/cifar_main.py
+`focal_loss`, and its PyTorch port vandit15/Class-balanced-loss-pytorch) use it for
+classification: one sigmoid per
 class over one-hot targets, p_t = sigmoid(z_j) for the true class and 1 - sigmoid(z_j)
 for the others, summed over the K classes, the example weighted by its class's weight
 w_y (the class-balanced term; `weights`). Their modulator is written stably as
@@ -22,7 +23,8 @@ alpha_t = w_y, as LDAM-DRW's code uses focal loss (kaidic/LDAM-DRW, losses.py
 `FocalLoss`, gamma = 1 there). One difference: that code passes the weighted
 cross-entropy w_y * CE to the modulator (p = exp(-w_y CE)); here the modulator uses the
 true p_t, as in eq. 5 (they agree without weights). With gamma = 0 it is softmax
-cross-entropy weighted by w_y (Cui et al.'s eq. 5b with class-balanced weights).
+cross-entropy weighted by w_y (with Cui et al.'s weights, their class-balanced softmax
+cross-entropy).
 
 Labels are class ids [batch] or soft targets t [batch, K] (MixUp / CutMix, summing to
 1); soft targets give the expected loss sum_k t_k w_k L(z, k), L(z, k) the loss for

@@ -1,4 +1,4 @@
-"""Effective-number weights (Cui et al. 2019, eq. 2-4) against the paper's definitions."""
+"""Effective-number weights (Cui et al. 2019, Sec. 3-4) against the paper's definitions."""
 
 from absl.testing import parameterized
 import numpy as np
@@ -10,7 +10,7 @@ CIFAR10_LT = [5000, 2997, 1796, 1077, 645, 387, 232, 139, 83, 50]
 
 
 def recursive_effective_number(n, beta):
-  """The paper's recursion (eq. 2, proof of Proposition 1): E_1 = 1, E_n = 1 + beta E_{n-1}."""
+  """The recursion of the paper's proof of Proposition 1: E_1 = 1, E_n = 1 + beta E_{n-1}."""
   e = 1.0
   for _ in range(int(n) - 1):
     e = 1.0 + beta * e
