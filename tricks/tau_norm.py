@@ -1,5 +1,6 @@
 """The tau-normalised classifier (Kang et al. 2020, "Decoupling Representation and
-Classifier for Long-Tailed Recognition", arXiv:1910.09217, Sec. 4, eq. 3):
+Classifier for Long-Tailed Recognition", arXiv:1910.09217, Sec. 4, "tau-normalized
+classifier"; the equation's number is not checked against the PDF):
 
     w~_j = w_j / ||w_j||^tau
 
@@ -11,10 +12,12 @@ with `dotproduct_similarity`, features @ w~^T), the bias is dropped: logits are
 features @ w~. Here the kernel is a Keras Dense kernel [features, classes], so each
 *column* is a class's w_j.
 
-tau is chosen on a validation split (the paper: "tau ... determined on a validation
-set"; their script sweeps `np.linspace(0, 2, 21)` and reports the mean per-class
-accuracy, i.e. balanced accuracy): `choose_tau` picks the grid value of highest
-balanced accuracy (the smallest such tau on ties). Never pass the test split.
+Choosing tau: their script sweeps `np.linspace(0, 2, 21)` on the split named by
+`--type` (their README runs it on train, val and test) and prints, for each value, the
+mean per-class accuracy (`top1_all = np.mean(cls_accs)`, i.e. balanced accuracy),
+leaving the choice to the reader. Here `choose_tau` makes that choice on a validation
+split: the grid value of highest balanced accuracy (the smallest such tau on ties).
+Never pass the test split.
 """
 
 import numpy as np

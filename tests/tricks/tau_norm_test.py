@@ -1,4 +1,4 @@
-"""The tau-normalised classifier (Kang et al. 2020, eq. 3, as their tau_norm.py's
+"""The tau-normalised classifier (Kang et al. 2020, Sec. 4, as their tau_norm.py's
 `pnorm`) against the formula computed here with explicit loops, and tau's choice on a
 validation split by balanced accuracy."""
 
