@@ -14,6 +14,7 @@ import tensorflow as tf
 import tf_keras
 
 from tricks import class_balanced as class_balanced_lib
+from tricks import deferred_reweighting
 from tricks import focal as focal_lib
 from tricks import ldam as ldam_lib
 from tricks import logit_adjustment
@@ -118,11 +119,15 @@ BALANCED_LOSSES = ("softmax", "sigmoid", "focal", "ldam")
 
 
 @gin.configurable
-def class_balanced(class_counts, beta=0.9999, loss="softmax"):
+def class_balanced(class_counts, beta=0.9999, loss="softmax", start_epoch=0):
   """Cui et al.'s class-balanced loss: the example of class y weighted by
   (1 - beta) / (1 - beta^{n_y}) (normalised to sum to the class count) in `loss`:
   "softmax" or "sigmoid" cross-entropy, or the `focal` or `ldam` builder with their
-  own bindings (focal.gamma, focal.kind, ldam.max_m, ...)."""
+  own bindings (focal.gamma, focal.kind, ldam.max_m, ...).
+
+  `start_epoch` > 0 defers the weights (DRW, Cao et al. 2019): unit weights before
+  that epoch (0-based), the class-balanced ones from it on; LDAM-DRW is
+  `loss = 'ldam'`, `beta = 0.9999`, `start_epoch = 160` of 200."""
   if not _number(beta, 0) or beta > 1:
     raise ValueError(f"class_balanced.beta={beta!r} must be a number in [0, 1] (0: no "
                      "weights, 1: inverse frequency; Cui et al. use 0.9 to 0.9999)")
@@ -132,11 +137,22 @@ def class_balanced(class_counts, beta=0.9999, loss="softmax"):
     weights = class_balanced_lib.weights(class_counts, beta)
   except ValueError as e:
     raise ValueError(f"class_balanced: {e}; every class needs a training example") from None
+  if isinstance(start_epoch, bool) or not isinstance(start_epoch, int) or start_epoch < 0:
+    raise ValueError(f"class_balanced.start_epoch={start_epoch!r} must be a whole number "
+                     ">= 0 (0: weighted from the start; DRW: Cao et al. use 160 of 200)")
+  deferred = None
+  if start_epoch:
+    deferred = deferred_reweighting.DeferredWeights(weights, start_epoch)
+    weights = deferred.variable
   num_classes = len(class_counts)
   if loss == "softmax":
-    return focal_lib.SoftmaxFocalLoss(num_classes, gamma=0.0, weights=weights)
-  if loss == "sigmoid":
-    return focal_lib.SigmoidFocalLoss(num_classes, gamma=0.0, weights=weights)
-  if loss == "focal":
-    return focal(class_counts, weights=weights)
-  return ldam(class_counts, weights=weights)
+    built = focal_lib.SoftmaxFocalLoss(num_classes, gamma=0.0, weights=weights)
+  elif loss == "sigmoid":
+    built = focal_lib.SigmoidFocalLoss(num_classes, gamma=0.0, weights=weights)
+  elif loss == "focal":
+    built = focal(class_counts, weights=weights)
+  else:
+    built = ldam(class_counts, weights=weights)
+  if deferred is not None:
+    built.set_epoch = deferred.set_epoch  # the trainer tells it each epoch
+  return built

@@ -103,6 +103,27 @@ class LongTailLossesTest(tf.test.TestCase):
     inverse = np.array([1 / ((1 - 0.9 ** 5) / 0.1), 1.0])  # 1 / E_n, E_1 = 1
     self.assertAllClose(loss.weights, inverse / inverse.sum() * 2, rtol=1e-6)
 
+  def test_deferred_class_balanced_ldam_is_ldam_drw(self):
+    """LDAM-DRW (Cao et al. 2019): unweighted LDAM before the start epoch, the
+    class-balanced weights (beta = 0.9999) from it on, switched by the trainer's
+    set_epoch without retracing."""
+    counts = [400, 20, 3]
+    logits = tf.constant([[2.0, 0.5, -1.0], [0.3, 1.2, 0.1], [-0.4, 0.2, 0.9]])
+    labels = tf.constant([0, 1, 2])
+    drw = losses.class_balanced(class_counts=counts, beta=0.9999, loss="ldam",
+                                start_epoch=160)
+    plain = losses.ldam(class_counts=counts)
+    traced = tf.function(drw.__call__)
+    drw.set_epoch(159)
+    self.assertAllClose(traced(labels, logits), plain(labels, logits), rtol=1e-6)
+    drw.set_epoch(160)
+    raw = (1 - 0.9999) / (1 - 0.9999 ** np.array(counts, np.float64))
+    w = raw / raw.sum() * 3
+    self.assertAllClose(traced(labels, logits), w * plain(labels, logits).numpy(),
+                        rtol=1e-5)
+    with self.assertRaisesRegex(ValueError, r"^class_balanced.start_epoch=-2 must be"):
+      losses.class_balanced(class_counts=counts, start_epoch=-2)
+
   def test_builders_give_per_example_losses(self):
     logits = tf.constant([[0.2, -0.4, 0.9], [0.1, 0.3, -0.8]])
     for name, loss in [("focal", losses.focal(class_counts=[3, 2, 1])),
