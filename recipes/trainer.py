@@ -59,12 +59,14 @@ MODEL_ERRORS = (pretrained.WeightsError, finetune.CheckpointError,
 
 @dataclasses.dataclass
 class Data:
-  """The run's data: source, training / validation indices into its training split,
-  and the training class counts."""
+  """The run's data: source, training indices into its training split, validation
+  indices into `validation_split` (the training split's hold-out, or the source's own
+  "validation" split, e.g. Liu et al.'s list), and the training class counts."""
   source: Any
   train: np.ndarray
   validation: np.ndarray
   counts: np.ndarray
+  validation_split: str = "train"
 
 
 @dataclasses.dataclass
@@ -175,7 +177,7 @@ class Trainer:
   def predict(self, split="test"):
     """(labels, predictions) of the test split or the validation examples."""
     indices = None if split == "test" else self.data.validation
-    name = "test" if split == "test" else "train"
+    name = "test" if split == "test" else self.data.validation_split
     return self.evaluator.predict(
         lambda context: self.pipeline.eval_dataset(self.data.source, name, indices, context),
         pipeline_lib.PAD_LABEL)
@@ -212,19 +214,28 @@ def set_up_runtime(runtime):
 
 
 def load_data(task, seed):
-  """The source, its validation hold-out (balanced, drawn with `seed`, before the
-  long-tail draw), the training draw and its class counts."""
+  """The source, its validation examples (the source's own validation split, or a
+  balanced hold-out drawn with `seed` before the long-tail draw), the training draw
+  and its class counts."""
   source = checks.construct("Task.data", task.data)
   pool = np.arange(len(source.train_labels))
   validation = np.zeros([0], np.int64)
-  if task.validation_per_class:
+  given = getattr(source, "validation_labels", None)
+  split = "train"
+  if given is not None:
+    if task.validation_per_class:
+      raise ConfigError(f"{source.name} has its own validation split ({len(given)} "
+                        "examples); drop Task.validation_per_class, or the source's "
+                        "validation list")
+    validation, split = np.arange(len(given)), "validation"
+  elif task.validation_per_class:
     pool, validation = source_lib.balanced_holdout(
         source.train_labels, task.validation_per_class, seed, "Task.validation_per_class")
   train = pool
   if task.long_tail:
     train = pool[task.long_tail.select(source.train_labels[pool], source.num_classes)]
   counts = np.bincount(source.train_labels[train], minlength=source.num_classes)
-  return Data(source, train, validation, counts)
+  return Data(source, train, validation, counts, split)
 
 
 def plan_run(optimization, runtime, data, base_pipeline):
@@ -385,8 +396,8 @@ def tpu_checks(strategy, runtime, pipeline, data):
       "training": pipeline.train_dataset(data.source, data.train, 0, runtime.seed, context),
       "test": pipeline.eval_dataset(data.source, context=context)}
   if len(data.validation):
-    datasets["validation"] = pipeline.eval_dataset(data.source, "train", data.validation,
-                                                   context)
+    datasets["validation"] = pipeline.eval_dataset(data.source, data.validation_split,
+                                                   data.validation, context)
   return checks.tpu(runtime, pipeline, replicas, datasets)
 
 
@@ -968,7 +979,9 @@ def data_errors(trainer):
       raise
     print(f"\n{type(e).__name__} while reading the data; decoding the data set's files "
           "to name the one that failed ...", flush=True)
-    bad = find("train", None) + find("test", None)  # validation comes from "train"
+    bad = find("train", None) + find("test", None)  # validation: "train" or its own
+    if trainer.data.validation_split != "train":
+      bad += find(trainer.data.validation_split, None)
     if not bad:
       raise
     raise ConfigError(

@@ -10,7 +10,10 @@ import numpy as np
 import tensorflow as tf
 
 from recipes import configurables  # pylint: disable=unused-import
+from recipes import experiment
+from recipes import trainer
 from recipes.data import list_file
+from recipes.data import pipeline
 from recipes.errors import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -106,6 +109,24 @@ class ListFileTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(np.mean(next(iter(source.make_dataset("train", [1])))[0]), 20)
     with self.assertRaisesRegex(ConfigError, "no 'validation' split; bind list_file.val_list"):
       source.make_dataset("validation", None)
+
+  def test_the_trainer_validates_on_the_given_list(self):
+    """Liu et al.'s validation list is the run's validation split (best checkpoint,
+    early stopping, post-hoc tau), not a hold-out of the training list."""
+    task = experiment.Task(data=self.source, model=None)
+    data = trainer.load_data(task, seed=0)
+    self.assertEqual(data.validation_split, "validation")
+    self.assertAllEqual(data.validation, np.arange(6))
+    self.assertAllEqual(data.counts, [5, 3, 1])
+    pipe = pipeline.InputPipeline(batch_size=4, image_size=8, mean=(0, 0, 0),
+                                  std=(1, 1, 1))
+    labels = np.concatenate([y.numpy() for _, y in pipe.eval_dataset(
+        data.source, data.validation_split, data.validation)])
+    self.assertAllEqual(labels, [0, 1, 2, 0, 1, 2, -1, -1])  # list order, padded
+    with self.assertRaisesRegex(ConfigError, "has its own validation split \\(6 examples\\); "
+                                "drop Task.validation_per_class"):
+      trainer.load_data(experiment.Task(data=self.source, model=None,
+                                        validation_per_class=1), seed=0)
 
   def test_missing_list(self):
     with self.assertRaises(ConfigError) as raised:
