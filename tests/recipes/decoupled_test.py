@@ -6,8 +6,11 @@ weights and metrics. LWS and the tau-normalised classifier, alone from the same
 checkpoint: LWS changes only its scales; tau-norm's head is the stage-1 head
 tau-normalised (bias 0), tau chosen on the validation split.
 
+A SIGTERM in stage 2 saves there; rerunning the command leaves stage 1 as it is and
+ends stage 2 as the uninterrupted run did.
+
 Measured here (2 shared CPU cores): the one command ~25-50 s, each stage 2 alone
-~20-25 s; the whole test ~2-3 min.
+~20-25 s; the whole test ~2.5-4 min.
 """
 
 import json
@@ -123,6 +126,28 @@ class DecoupledTest(tf.test.TestCase):
       self.assertAllEqual(one_weights[key], alone_weights[key], msg=key)
     for key in ("top1", "balanced_accuracy", "per_class_accuracy", "final_train_loss"):
       self.assertEqual(metrics(one)[key], metrics(alone)[key], msg=key)
+
+  def test_sigterm_in_stage2_resumes_stage2_exactly(self):
+    self.assertEqual(self.result.returncode, 0, self.result.stderr[-3000:])
+    model_dir = os.path.join(self.tmp, "preempted")
+    # Stage 1 is 14 steps (2 epochs of 7): loop 17 is stage 2's third step.
+    result = cli.finish(cli.spawn("term", "17", "--", TINY, f"--model_dir={model_dir}",
+                                  module="tests.recipes.interrupt"))
+    self.assertEqual(result.returncode, 143, result.stderr[-3000:])
+    self.assertRegex(result.said[-1], r"^stopped: preempted \(SIGTERM\) at epoch 1, step 3 "
+                     r"of 7: saved .*stage2/checkpoints/ckpt-3")
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "stage2", "metrics.json")))
+    resumed = cli.finish(cli.spawn(TINY, f"--model_dir={model_dir}"))
+    self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+    self.assertIn("stage1 holds a finished run", resumed.stdout)
+    self.assertIn("Resumed from", resumed.stdout)
+    one = os.path.join(self.both, "stage2")
+    again = os.path.join(model_dir, "stage2")
+    one_weights, again_weights = (weights(checkpoints(d)[-1]) for d in (one, again))
+    for key in one_weights:
+      self.assertAllEqual(one_weights[key], again_weights[key], msg=key)
+    for key in ("top1", "balanced_accuracy", "final_train_loss"):
+      self.assertEqual(metrics(one)[key], metrics(again)[key], msg=key)
 
   def test_lws_trains_only_the_scales(self):
     self.assertEqual(self.result.returncode, 0, self.result.stderr[-3000:])
