@@ -173,6 +173,7 @@ class DecoupledTest(tf.test.TestCase):
     sweep = report["tau_norm"]["validation_balanced_accuracy"]
     self.assertLen(sweep, len(tau_norm.GRID))
     self.assertEqual(sweep[f"{tau:g}"], max(sweep.values()))
+    self.assertGreater(max(sweep.values()), min(sweep.values()))  # tau matters here
     # The sweep (features through the head, numpy) agrees with the trainer's own
     # evaluation of the tau-normalised model on the validation split.
     self.assertAlmostEqual(report["final_validation"]["balanced_accuracy"],
