@@ -23,6 +23,7 @@ operative_config.gin names it); stage 2's `Task.model_transforms` must contain
 `@zoo.load_stage1` (see zoo/decoupled.py and recipes/configs/runs/decoupled*.gin).
 """
 
+import contextlib
 import os
 import time
 
@@ -119,7 +120,7 @@ def tau_normalized_classifier(model_dir, strategy, tau=None, grid=tau_norm_lib.G
                     checks.construct("Optimization", experiment.Optimization),
                     checks.construct("Runtime", experiment.Runtime))
   chief = trainer.is_chief(strategy)
-  with run_lock.acquire(model_dir) if chief else _nothing():
+  with run_lock.acquire(model_dir) if chief else contextlib.nullcontext():
     finished = trainer.finished_report(model_dir)
     if finished is not None:
       print(f"{model_dir} holds a finished run: its report (metrics.json) is left as it "
@@ -155,15 +156,6 @@ def tau_normalized_classifier(model_dir, strategy, tau=None, grid=tau_norm_lib.G
       return metrics
     finally:
       books.close()
-
-
-class _nothing:  # a context manager that does nothing (non-chief workers take no lock)
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *exc):
-    return False
 
 
 @gin.configurable(denylist=["model_dir", "strategy"])
