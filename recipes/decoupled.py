@@ -82,7 +82,8 @@ def retrain_classifier(model_dir, strategy):
 
 def _features(t, split):
   """(features [n, d] float64, labels [n]) of the validation examples (split
-  'validation') through the head's input, gathered from every replica."""
+  'validation') or the test split through the head's input, gathered from every
+  replica."""
   features_of = decoupled_zoo.feature_model(t.model)
   strategy = t.strategy
 
@@ -94,8 +95,10 @@ def _features(t, split):
     features, labels = strategy.run(replica, args=batch)
     return strategy.gather(features, axis=0), strategy.gather(labels, axis=0)
 
+  # As Trainer.predict: the validation examples are indices into the training split's
+  # hold-out, or into the source's own validation split.
   indices = t.data.validation if split == "validation" else None
-  name = "train" if split == "validation" else "test"
+  name = getattr(t.data, "validation_split", "train") if split == "validation" else "test"
   dataset = strategy.distribute_datasets_from_function(
       lambda context: t.pipeline.eval_dataset(t.data.source, name, indices, context))
   features, labels = [], []
