@@ -1,13 +1,10 @@
 """The flagship's default configuration, run as `bazel run //recipes:nfnet_long_tail`.
 
-- Golden metrics: the default run (seed 0, logit-adjusted loss) against the figures
-  README reports, as the regression check of the whole recipe.
-- The claim, over three seeds: on the same long-tailed split, the logit-adjusted loss
-  (Menon et al. 2021) gains on the few-shot classes against cross-entropy, on average.
-  Measured here the gain is small against the seed-to-seed spread (README), and
-  balanced accuracy over all classes ties, so that is reported, not asserted.
-
-Each run takes about 2 minutes on 2 cores; the claim is six runs (e2e tier).
+Golden metrics: the default run (seed 0, logit-adjusted loss) against the figures
+README reports, as the regression check of the whole recipe (about a minute and a half
+on 2 cores). How the logit-adjusted loss compares with cross-entropy and the other
+long-tail methods over seeds is measured by //benchmarks:long_tail, not asserted here:
+on this CPU default the differences are within seed noise (README).
 """
 
 import json
@@ -15,7 +12,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,8 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # README's table, seed 0, logit-adjusted, measured on this project's 2-core CPU:
 # deterministic there; another CPU may round differently, so each figure is held to
 # within 10 of the test images it is measured on.
-GOLDEN = {"balanced_accuracy": (0.8329, 700), "many_shot_accuracy": (0.9643, 280),
-          "medium_shot_accuracy": (0.9667, 210), "few_shot_accuracy": (0.5238, 210)}
+GOLDEN = {"balanced_accuracy": (0.8214, 700), "many_shot_accuracy": (0.975, 280),
+          "medium_shot_accuracy": (0.9524, 210), "few_shot_accuracy": (0.4857, 210)}
 
 
 def run_recipe(model_dir, *bindings):
@@ -50,21 +46,6 @@ class NfnetLongTailTest(tf.test.TestCase):
     print({k: round(metrics[k], 4) for k in GOLDEN})
     for key, (value, images) in GOLDEN.items():
       self.assertAllClose(metrics[key], value, atol=10 / images, msg=key)
-
-  def test_logit_adjustment_gains_on_few_shot_classes_over_three_seeds(self):
-    tmp = self.get_temp_dir()
-    rows = {"la": [], "ce": []}
-    for seed in (0, 1, 2):
-      rows["la"].append(run_recipe(os.path.join(tmp, f"la{seed}"), f"SEED = {seed}"))
-      rows["ce"].append(run_recipe(os.path.join(tmp, f"ce{seed}"), f"SEED = {seed}",
-                                   "Task.loss = @cross_entropy"))
-    summary = {loss: {key: (np.mean([m[key] for m in runs]), np.std([m[key] for m in runs]))
-                      for key in ("balanced_accuracy", "few_shot_accuracy")}
-               for loss, runs in rows.items()}
-    print(summary)
-    few = [la["few_shot_accuracy"] - ce["few_shot_accuracy"]
-           for la, ce in zip(rows["la"], rows["ce"])]
-    self.assertGreater(np.mean(few), 0.0, msg=few)
 
 
 if __name__ == "__main__":
