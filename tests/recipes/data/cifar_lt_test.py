@@ -5,11 +5,9 @@ global legacy generator (np.random.seed, np.random.shuffle), reading the fake
 pickles directly: independent of recipes/data/cifar_lt.py and cifar_python.py.
 """
 
-import hashlib
 import io
 import os
 import pickle
-import shutil
 import tarfile
 import tempfile
 
@@ -201,37 +199,7 @@ class CifarLtTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(data.counts.tolist(), their_counts(600, 10, 0.1))
     self.assertEmpty(data.validation)
 
-  def test_directory_and_md5(self):
-    name, files = "cifar10", self.files["cifar10"]
-    folder = os.path.join(self.get_temp_dir(), "cifar-10-batches-py")
-    os.makedirs(folder)
-    for f, data in files.items():
-      with open(os.path.join(folder, f), "wb") as handle:
-        handle.write(data)
-    sums = {f: hashlib.md5(data).hexdigest() for f, data in files.items()}
-    source = cifar_python.cifar_python(path=folder, md5=sums)
-    self.assertEqual(source.name, name)
-    self.assertEqual(source.class_names, [f"c{i}" for i in range(10)])
-    with open(os.path.join(folder, "data_batch_3"), "ab") as handle:
-      handle.write(b"x")
-    with self.assertRaisesRegex(ConfigError, "^CIFAR file 'data_batch_3' in .* has MD5 "):
-      cifar_python.cifar_python(path=folder, md5=sums)
-    # The official sums reject the fake archive before unpickling anything.
-    with self.assertRaisesRegex(ConfigError, "^CIFAR archive '.*' has MD5 [0-9a-f]{32}, "
-                                "not c58f30108f718f92721af3b95e74349a"):
-      cifar_python.cifar_python(path=self.archives[name])
-
   def test_errors(self):
-    with self.assertRaisesRegex(ConfigError, "^CIFAR file '/no/such.tar.gz' does not exist"):
-      cifar_python.cifar_python(path="/no/such.tar.gz")
-    odd = os.path.join(self.get_temp_dir(), "mine.tar.gz")
-    shutil.copy(self.archives["cifar10"], odd)
-    with self.assertRaisesRegex(ConfigError, "bind cifar_python.name"):
-      cifar_python.cifar_python(path=odd, md5=None)
-    self.assertEqual(cifar_python.cifar_python(path=odd, name="cifar10", md5=None).name,
-                     "cifar10")
-    with self.assertRaisesRegex(ConfigError, "has no cifar-100-python/train"):
-      cifar_python.cifar_python(path=odd, name="cifar100", md5=None)
     with self.assertRaisesRegex(ConfigError, "CaoLongTail.rho must be a number >= 1"):
       cifar_lt.CaoLongTail(rho=0.5)
     with self.assertRaisesRegex(ConfigError, "CaoLongTail.seed=-1"):

@@ -1,0 +1,59 @@
+"""@cifar_python: the original CIFAR python pickles (an archive or its unpacked folder),
+checked by MD5 before anything is unpickled, on fake pickles of their format."""
+
+import hashlib
+import os
+import shutil
+
+import tensorflow as tf
+
+from recipes.data import cifar_python
+from recipes.errors import ConfigError
+from tests.recipes.data.cifar_lt_test import fake_files
+from tests.recipes.data.cifar_lt_test import write_archive
+
+
+class CifarPythonTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.files = {"cifar10": fake_files("cifar10", 10)}
+    cls.archives = {"cifar10": write_archive(tf.compat.v1.test.get_temp_dir(), "cifar10",
+                                             cls.files["cifar10"])}
+
+  def test_directory_and_md5(self):
+    name, files = "cifar10", self.files["cifar10"]
+    folder = os.path.join(self.get_temp_dir(), "cifar-10-batches-py")
+    os.makedirs(folder)
+    for f, data in files.items():
+      with open(os.path.join(folder, f), "wb") as handle:
+        handle.write(data)
+    sums = {f: hashlib.md5(data).hexdigest() for f, data in files.items()}
+    source = cifar_python.cifar_python(path=folder, md5=sums)
+    self.assertEqual(source.name, name)
+    self.assertEqual(source.class_names, [f"c{i}" for i in range(10)])
+    with open(os.path.join(folder, "data_batch_3"), "ab") as handle:
+      handle.write(b"x")
+    with self.assertRaisesRegex(ConfigError, "^CIFAR file 'data_batch_3' in .* has MD5 "):
+      cifar_python.cifar_python(path=folder, md5=sums)
+    # The official sums reject the fake archive before unpickling anything.
+    with self.assertRaisesRegex(ConfigError, "^CIFAR archive '.*' has MD5 [0-9a-f]{32}, "
+                                "not c58f30108f718f92721af3b95e74349a"):
+      cifar_python.cifar_python(path=self.archives[name])
+
+  def test_errors(self):
+    with self.assertRaisesRegex(ConfigError, "^CIFAR file '/no/such.tar.gz' does not exist"):
+      cifar_python.cifar_python(path="/no/such.tar.gz")
+    odd = os.path.join(self.get_temp_dir(), "mine.tar.gz")
+    shutil.copy(self.archives["cifar10"], odd)
+    with self.assertRaisesRegex(ConfigError, "bind cifar_python.name"):
+      cifar_python.cifar_python(path=odd, md5=None)
+    self.assertEqual(cifar_python.cifar_python(path=odd, name="cifar10", md5=None).name,
+                     "cifar10")
+    with self.assertRaisesRegex(ConfigError, "has no cifar-100-python/train"):
+      cifar_python.cifar_python(path=odd, name="cifar100", md5=None)
+
+
+if __name__ == "__main__":
+  tf.test.main()
