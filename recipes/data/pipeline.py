@@ -58,9 +58,17 @@ class InputPipeline:
       test images (1 keeps all; NFNets: S / (S + 32)); None: the card's.
     eval_resize_method: "bilinear" or "bicubic"; None: the card's.
     random_crop_padding: pixels of edge padding before a random crop (translation).
+    random_crop_fill: None pads by reflection; a pixel value in [0, 255] pads with that
+      constant (0: black, as torchvision's RandomCrop(32, padding=4); 127.5: the zero
+      of inputs shifted by 0.5, as Menon et al.'s code pads).
     random_flip: random left-right flips (off for digits and text).
     randaugment: (num_layers, magnitude) of Model Garden's RandAugment, () for none;
       None: the card's.
+    autoaugment: None, or a policy of Model Garden's AutoAugment (Cubuk et al. 2019):
+      "reduced_cifar10" (the CIFAR-10 policy: 25 sub-policies), "v0", "svhn", ...
+    cutout: side in pixels of one square hole of zeros at a uniformly drawn centre,
+      clipped at the border, after the other augmentations (DeVries & Taylor 2017,
+      Cutout(n_holes=1, length=16)); 0 for none. Even sides only.
     mean, std: per-channel normalisation of [0, 1] pixels; None: the card's.
     shuffle_buffer: examples in the shuffle buffer (capped at the split's size).
     deterministic: fixed element order from parallel maps.
@@ -89,8 +97,11 @@ class InputPipeline:
   eval_crop_fraction: Optional[float] = None
   eval_resize_method: Optional[str] = None
   random_crop_padding: int = 0
+  random_crop_fill: Optional[float] = None
   random_flip: bool = False
   randaugment: Optional[Sequence[int]] = None
+  autoaugment: Optional[str] = None
+  cutout: int = 0
   mean: Optional[Sequence[float]] = None
   std: Optional[Sequence[float]] = None
   shuffle_buffer: int = 10000
@@ -118,6 +129,19 @@ class InputPipeline:
     object.__setattr__(self, "_cached", {})
     object.__setattr__(self, "_randaugment",
                        augment.RandAugment(*self.randaugment) if self.randaugment else None)
+    object.__setattr__(self, "_autoaugment", self._make_autoaugment())
+
+  def _make_autoaugment(self):
+    if self.autoaugment is None:
+      return None
+    if not isinstance(self.autoaugment, str):
+      raise ValueError(f"InputPipeline.autoaugment={self.autoaugment!r} must be a policy name "
+                       "such as 'reduced_cifar10', or None")
+    try:
+      return augment.AutoAugment(augmentation_name=self.autoaugment)
+    except ValueError as e:
+      raise ValueError(f"InputPipeline.autoaugment={self.autoaugment!r} is not a policy of "
+                       f"Model Garden's AutoAugment ({e})") from None
 
   def unresolved(self):
     """The card fields still None."""
@@ -191,6 +215,15 @@ class InputPipeline:
         self.random_crop_padding, int) or self.random_crop_padding < 0:
       raise ValueError(f"InputPipeline.random_crop_padding={self.random_crop_padding!r} must "
                        "be a whole number >= 0")
+    fill = self.random_crop_fill
+    if fill is not None and (isinstance(fill, bool) or not isinstance(fill, (int, float))
+                             or not 0 <= fill <= 255):
+      raise ValueError(f"InputPipeline.random_crop_fill={fill!r} must be a pixel value in "
+                       "[0, 255], or None to pad by reflection")
+    if (isinstance(self.cutout, bool) or not isinstance(self.cutout, int) or self.cutout < 0
+        or self.cutout % 2):
+      raise ValueError(f"InputPipeline.cutout={self.cutout!r} must be an even whole number "
+                       "of pixels >= 0 (0: no cutout)")
     for name in ("mix_prob", "mix_switch_prob", "mix_label_smoothing"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
@@ -222,19 +255,27 @@ class InputPipeline:
     return tf.image.resize(image, [resize, resize], antialias=True)
 
   def _augment(self, image, seed):
-    """Seeded crop, crop-with-padding, flip and RandAugment of a resized image."""
+    """Seeded crop, crop-with-padding and flip, then AutoAugment, RandAugment and
+    Cutout (Model Garden's: drawn from the op-level seed) of a resized image."""
     size = self.image_size
     if (self.train_resize or size) > size:
       image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed + 2)
     if self.random_crop_padding:
       pad = self.random_crop_padding
-      image = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode="SYMMETRIC")
+      if self.random_crop_fill is None:
+        image = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode="SYMMETRIC")
+      else:
+        image = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]],
+                       constant_values=float(self.random_crop_fill))
       image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed)
     if self.random_flip:
       image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
-    if self._randaugment is not None:
-      image = tf.cast(self._randaugment.distort(
-          tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)), tf.float32)
+    for op in (self._autoaugment, self._randaugment):
+      if op is not None:
+        image = tf.cast(op.distort(
+            tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)), tf.float32)
+    if self.cutout:
+      image = augment.cutout(image, self.cutout // 2, replace=0)
     return image
 
   def caches(self, num_examples, size):

@@ -195,5 +195,64 @@ class PipelineTest(tf.test.TestCase):
       pipeline.InputPipeline(mixup_alpha=-1.0)
 
 
+  def constant_epoch(self, value, **fields):
+    """One training epoch of 8 constant images (pixel `value`), unnormalised."""
+    images = np.full([8, 16, 16, 3], value, np.uint8)
+    labels = np.arange(8, dtype=np.int32) % 2
+    make = lambda split, indices=None: tf.data.Dataset.from_tensor_slices(
+        (images[indices if indices is not None else slice(None)],
+         labels[indices if indices is not None else slice(None)]))
+    source = source_lib.Source("constant", ["a", "b"], labels, labels, make)
+    p = pipeline.InputPipeline(batch_size=8, image_size=16, mean=(0,) * 3, std=(1,) * 3,
+                               **fields)
+    x, _ = next(iter(p.train_dataset(source, np.arange(8), 0, 0)))
+    return x.numpy() * 255
+
+  def test_crop_padding_fill(self):
+    # Reflection keeps the constant; a constant fill brings its value in at the border,
+    # on a band as wide as the crop's offset (torchvision's RandomCrop(padding=4)).
+    self.assertAllClose(self.constant_epoch(200, random_crop_padding=4), np.full(
+        [8, 16, 16, 3], 200.0), atol=1e-3)
+    for fill in (0, 127.5):
+      x = self.constant_epoch(200, random_crop_padding=4, random_crop_fill=fill)
+      values = np.unique(np.round(x, 3))
+      self.assertAllClose(values, [fill, 200.0], atol=1e-3)
+      for image in x:
+        filled = np.abs(image[..., 0] - fill) < 1e-3
+        rows, cols = filled.all(axis=1), filled.all(axis=0)
+        self.assertTrue(((filled == (rows[:, None] | cols[None, :])).all()),
+                        "the fill is whole rows and columns")
+        self.assertLessEqual(rows.sum(), 4)
+        self.assertLessEqual(cols.sum(), 4)
+
+  def test_cutout_is_one_clipped_square_of_zeros(self):
+    x = self.constant_epoch(255, cutout=8)
+    for image in x:
+      hole = image[..., 0] == 0
+      rows, cols = np.flatnonzero(hole.any(axis=1)), np.flatnonzero(hole.any(axis=0))
+      self.assertTrue(hole[rows.min():rows.max() + 1, cols.min():cols.max() + 1].all())
+      self.assertEqual(hole.sum(), len(rows) * len(cols))  # a rectangle
+      # A side of 8 around a centre anywhere in the image: 4 to 8 pixels a side.
+      self.assertBetween(len(rows), 4, 8)
+      self.assertBetween(len(cols), 4, 8)
+      self.assertTrue((image[~hole] == 255).all())
+
+  def test_autoaugment_from_model_garden(self):
+    x = self.constant_epoch(100, autoaugment="reduced_cifar10")
+    self.assertEqual(x.shape, (8, 16, 16, 3))
+    self.assertAllInRange(x, 0.0, 255.0)
+    with self.assertRaisesRegex(ValueError, "not a policy"):
+      pipeline.InputPipeline(autoaugment="cifar11")
+
+  def test_bad_fill_and_cutout(self):
+    for fields, message in ((dict(random_crop_fill=-1), "random_crop_fill=-1"),
+                            (dict(random_crop_fill="zero"), "random_crop_fill='zero'"),
+                            (dict(cutout=7), "cutout=7 must be an even"),
+                            (dict(cutout=-2), "cutout=-2")):
+      p = pipeline.InputPipeline(image_size=8, **fields)
+      with self.assertRaisesRegex(ValueError, message):
+        p.with_card(p.plain_card())[0].check()
+
+
 if __name__ == "__main__":
   tf.test.main()
