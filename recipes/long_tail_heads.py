@@ -20,6 +20,7 @@ import numpy as np
 import tf_keras
 
 from tricks import ldam
+from tricks import posthoc
 from zoo import finetune
 
 
@@ -53,3 +54,12 @@ def sigmoid_prior_bias(model):
                      "at least 2 classes")
   head.bias.assign(np.full(head.units, -np.log(head.units - 1), np.float32))
   return model
+
+
+@gin.configurable
+def posthoc_adjusted(model, class_counts, tau=1.0):
+  """`model` whose inference logits are post-hoc adjusted by the training priors."""
+  _head(model, "posthoc_adjusted")
+  adjusted = posthoc.PosthocAdjustment(class_counts, tau, name="posthoc_adjustment")(
+      model.outputs[0])
+  return tf_keras.Model(model.inputs, adjusted, name=model.name)

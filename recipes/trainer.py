@@ -16,6 +16,7 @@ model_dir resumes and finishes exactly as an uninterrupted run would.
 
 import contextlib
 import dataclasses
+import inspect
 import json
 import os
 import re
@@ -276,8 +277,9 @@ def resolve_pipeline(base, overrides, model, card, full_frame=False):
   return pipeline, {f"InputPipeline.{k}": v for k, v in taken.items()}
 
 
-def build_model(task):
-  """The model with its transforms, and its zoo card (None outside the zoo)."""
+def build_model(task, class_counts):
+  """The model with its transforms, and its zoo card (None outside the zoo). A transform
+  with a `class_counts` parameter gets the training split's counts (as losses do)."""
   try:
     model = checks.construct("Task.model", task.model)
   except MODEL_ERRORS as e:
@@ -285,7 +287,9 @@ def build_model(task):
   card = registry.card_of(model)
   for transform in task.model_transforms:
     try:
-      model = registry.attach_card(transform(model), card) if card else transform(model)
+      takes_counts = "class_counts" in inspect.signature(transform).parameters
+      built = transform(model, class_counts=class_counts) if takes_counts else transform(model)
+      model = registry.attach_card(built, card) if card else built
     except ValueError as e:
       raise ConfigError(f"Task.model_transforms: {e}") from None
   return model, card
@@ -359,7 +363,7 @@ def build(model_dir, strategy, task, optimization, runtime):
   overrides, steps, learning_rate, notes, derived = plan_run(optimization, runtime, data,
                                                             base)
   with strategy.scope():
-    model, card = build_model(task)
+    model, card = build_model(task, data.counts)
     pipeline, taken = resolve_pipeline(base, overrides, model, card,
                                        data.source.full_frame)
     derived.update(taken)

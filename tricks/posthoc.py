@@ -9,6 +9,8 @@ never used to choose it. Ties go to the smallest tau in the grid.
 """
 
 import numpy as np
+import tensorflow as tf
+import tf_keras
 
 from tricks import logit_adjustment
 
@@ -45,3 +47,27 @@ def choose_tau(val_logits, val_labels, class_counts, taus=DEFAULT_TAUS):
   scores = [balanced_accuracy(adjust(logits, class_counts, t).argmax(axis=-1), labels)
             for t in taus]
   return taus[int(np.argmax(scores))]
+
+
+@tf_keras.utils.register_keras_serializable(package="tricks")
+class PosthocAdjustment(tf_keras.layers.Layer):
+  """Eq. (9) as a layer after a model's logits: f(x) - tau * log(pi) at inference
+  (evaluation, export), f(x) itself in training, so a model trained with plain
+  cross-entropy is scored, and served, post-hoc adjusted."""
+
+  def __init__(self, class_counts, tau=1.0, **kwargs):
+    super().__init__(**kwargs)
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau >= 0:
+      raise ValueError(f"post-hoc tau={tau!r} must be a number >= 0 (0 leaves the logits)")
+    self.class_counts = [int(c) for c in class_counts]
+    self.tau = float(tau)
+    self._shift = tf.constant(self.tau * logit_adjustment.log_priors(self.class_counts))
+
+  def call(self, logits, training=None):
+    logits = tf.cast(logits, tf.float32)
+    if training:
+      return logits
+    return logits - self._shift
+
+  def get_config(self):
+    return dict(super().get_config(), class_counts=self.class_counts, tau=self.tau)
