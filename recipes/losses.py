@@ -116,10 +116,39 @@ def ldam(class_counts, max_m=0.5, s=30.0, weights=None):
 
 
 BALANCED_LOSSES = ("softmax", "sigmoid", "focal", "ldam")
+NORMALIZATIONS = ("batch", "weights")
+
+
+class WeightedMean:
+  """A weighted per-example loss rescaled so that the trainer's mean over the global
+  batch is PyTorch's weighted mean, sum_i w_yi L_i / sum_i w_yi
+  (`F.cross_entropy(weight=w)`, which Cao et al.'s LDAM-DRW code trains with), not
+  sum_i w_yi L_i / B. The weights' sum is all-reduced over the replicas, so the
+  normaliser is the global batch's."""
+
+  def __init__(self, loss, weights):
+    self.loss = loss
+    self.class_weights = weights
+    if hasattr(loss, "set_epoch"):
+      self.set_epoch = loss.set_epoch
+
+  def __call__(self, labels, logits):
+    per_example = tf.cast(self.loss(labels, logits), tf.float32)
+    w = tf.cast(tf.convert_to_tensor(self.class_weights), tf.float32)
+    labels = tf.convert_to_tensor(labels)
+    if labels.shape.rank == 2 and labels.shape[-1] == w.shape[0]:  # soft targets
+      example_w = tf.linalg.matvec(tf.cast(labels, tf.float32), w)
+    else:
+      example_w = tf.gather(w, tf.reshape(tf.cast(labels, tf.int32), [-1]))
+    local = tf.stack([tf.reduce_sum(example_w), tf.cast(tf.size(example_w), tf.float32)])
+    total_w, total_n = tf.unstack(tf.distribute.get_replica_context().all_reduce(
+        tf.distribute.ReduceOp.SUM, local))
+    return per_example * total_n / tf.maximum(total_w, 1e-12)
 
 
 @gin.configurable
-def class_balanced(class_counts, beta=0.9999, loss="softmax", start_epoch=0):
+def class_balanced(class_counts, beta=0.9999, loss="softmax", start_epoch=0,
+                   normalize="batch"):
   """Cui et al.'s class-balanced loss: the example of class y weighted by
   (1 - beta) / (1 - beta^{n_y}) (normalised to sum to the class count) in `loss`:
   "softmax" or "sigmoid" cross-entropy, or the `focal` or `ldam` builder with their
@@ -127,12 +156,20 @@ def class_balanced(class_counts, beta=0.9999, loss="softmax", start_epoch=0):
 
   `start_epoch` > 0 defers the weights (DRW, Cao et al. 2019): unit weights before
   that epoch (0-based), the class-balanced ones from it on; LDAM-DRW is
-  `loss = 'ldam'`, `beta = 0.9999`, `start_epoch = 160` of 200."""
+  `loss = 'ldam'`, `beta = 0.9999`, `start_epoch = 160` of 200.
+
+  `normalize`: "batch" averages the weighted losses over the batch (Cui et al.'s
+  code); "weights" divides by the batch's sum of weights instead (`WeightedMean`:
+  PyTorch's weighted mean, as Cao et al.'s code). At beta = 0.9999 on CIFAR-10-LT
+  (rho = 100) the mean training weight is 0.17: "weights" steps about 6x larger."""
   if not _number(beta, 0) or beta > 1:
     raise ValueError(f"class_balanced.beta={beta!r} must be a number in [0, 1] (0: no "
                      "weights, 1: inverse frequency; Cui et al. use 0.9 to 0.9999)")
   if loss not in BALANCED_LOSSES:
     raise ValueError(f"class_balanced.loss={loss!r} must be one of {BALANCED_LOSSES}")
+  if normalize not in NORMALIZATIONS:
+    raise ValueError(f"class_balanced.normalize={normalize!r} must be one of "
+                     f"{NORMALIZATIONS}")
   try:
     weights = class_balanced_lib.weights(class_counts, beta)
   except ValueError as e:
@@ -155,4 +192,4 @@ def class_balanced(class_counts, beta=0.9999, loss="softmax", start_epoch=0):
     built = ldam(class_counts, weights=weights)
   if deferred is not None:
     built.set_epoch = deferred.set_epoch  # the trainer tells it each epoch
-  return built
+  return WeightedMean(built, weights) if normalize == "weights" else built

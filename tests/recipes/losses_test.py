@@ -124,6 +124,38 @@ class LongTailLossesTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r"^class_balanced.start_epoch=-2 must be"):
       losses.class_balanced(class_counts=counts, start_epoch=-2)
 
+  def test_weights_normalisation_is_pytorchs_weighted_mean(self):
+    """Cao et al.'s LDAMLoss ends in F.cross_entropy(weight=w): the batch's
+    sum_i w_yi L_i / sum_i w_yi. The trainer takes sum(per-example) / B, so the
+    normalised per-example losses must give exactly that mean; deferred weights too."""
+    counts = [400, 20, 3]
+    logits = tf.constant([[2.0, 0.5, -1.0], [0.3, 1.2, 0.1], [-0.4, 0.2, 0.9],
+                          [1.0, 0.0, 0.0]])
+    labels = tf.constant([0, 1, 2, 0])
+    plain = losses.ldam(class_counts=counts)(labels, logits).numpy()
+    raw = (1 - 0.9999) / (1 - 0.9999 ** np.array(counts, np.float64))
+    w = raw / raw.sum() * 3
+    wy = w[labels.numpy()]
+    torch_mean = np.sum(wy * plain) / np.sum(wy)
+    loss = losses.class_balanced(class_counts=counts, beta=0.9999, loss="ldam",
+                                 start_epoch=160, normalize="weights")
+    traced = tf.function(loss.__call__)
+    loss.set_epoch(0)  # unit weights: the plain mean
+    self.assertAllClose(np.mean(traced(labels, logits)), np.mean(plain), rtol=1e-6)
+    loss.set_epoch(160)
+    self.assertAllClose(np.mean(traced(labels, logits)), torch_mean, rtol=1e-5)
+    batch = losses.class_balanced(class_counts=counts, beta=0.9999, loss="ldam")
+    self.assertAllClose(np.mean(batch(labels, logits)), np.mean(wy * plain), rtol=1e-5)
+    # Soft targets weigh each example by its label mixture.
+    soft = tf.constant([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    softmax = losses.class_balanced(class_counts=counts, beta=0.9999, normalize="weights")
+    unnormalised = losses.class_balanced(class_counts=counts, beta=0.9999)(soft, logits)
+    mix_w = soft.numpy() @ w
+    self.assertAllClose(np.mean(softmax(soft, logits)),
+                        np.sum(unnormalised) / np.sum(mix_w), rtol=1e-5)
+    with self.assertRaisesRegex(ValueError, r"^class_balanced.normalize='sum' must be one"):
+      losses.class_balanced(class_counts=counts, normalize="sum")
+
   def test_builders_give_per_example_losses(self):
     logits = tf.constant([[0.2, -0.4, 0.9], [0.1, 0.3, -0.8]])
     for name, loss in [("focal", losses.focal(class_counts=[3, 2, 1])),
