@@ -31,6 +31,7 @@ import tensorflow as tf
 # Imported here, not when first used: Model Garden registers Gin configurables on
 # import, which Gin refuses once a config is locked (inside a run).
 from official.vision.ops import augment
+from official.vision.ops import preprocess_ops
 from tricks import data_echoing
 from tricks import sampling
 from zoo import card as card_lib
@@ -62,6 +63,15 @@ class InputPipeline:
       constant (0: black, as torchvision's RandomCrop(32, padding=4); 127.5: the zero
       of inputs shifted by 0.5, as Menon et al.'s code pads).
     random_flip: random left-right flips (off for digits and text).
+    random_resized_crop: None, or the (min, max) area fraction of a random crop of the
+      source image, of aspect ratio (width / height) in `random_resized_crop_ratio`,
+      resized to `image_size` (Szegedy et al. 2015's "inception crop", torchvision's
+      RandomResizedCrop(scale=(0.08, 1))), instead of resizing the whole image. Drawn
+      by TF's stateless sample_distorted_bounding_box (10 attempts, then the whole
+      image; torchvision falls back to a centred crop). Images are then not cached.
+    color_jitter: () or (brightness, contrast, saturation): factors drawn from
+      [1 - x, 1 + x], Model Garden's color_jitter (torchvision's ColorJitter without
+      hue, in a fixed order where torchvision shuffles it).
     randaugment: (num_layers, magnitude) of Model Garden's RandAugment, () for none;
       None: the card's.
     autoaugment: None, or a policy of Model Garden's AutoAugment (Cubuk et al. 2019):
@@ -99,6 +109,9 @@ class InputPipeline:
   random_crop_padding: int = 0
   random_crop_fill: Optional[float] = None
   random_flip: bool = False
+  random_resized_crop: Optional[Sequence[float]] = None
+  random_resized_crop_ratio: Sequence[float] = (3 / 4, 4 / 3)
+  color_jitter: Sequence[float] = ()
   randaugment: Optional[Sequence[int]] = None
   autoaugment: Optional[str] = None
   cutout: int = 0
@@ -220,6 +233,18 @@ class InputPipeline:
                              or not 0 <= fill <= 255):
       raise ValueError(f"InputPipeline.random_crop_fill={fill!r} must be a pixel value in "
                        "[0, 255], or None to pad by reflection")
+    crop = self.random_resized_crop
+    if crop is not None and not (len(tuple(crop)) == 2 and 0 < crop[0] <= crop[1] <= 1):
+      raise ValueError(f"InputPipeline.random_resized_crop={crop!r} must be (min, max) area "
+                       "fractions with 0 < min <= max <= 1, e.g. (0.08, 1.0), or None")
+    ratio = tuple(self.random_resized_crop_ratio)
+    if not (len(ratio) == 2 and 0 < ratio[0] <= ratio[1]):
+      raise ValueError(f"InputPipeline.random_resized_crop_ratio={ratio!r} must be (min, "
+                       "max) aspect ratios with 0 < min <= max, e.g. (0.75, 1.333)")
+    jitter = tuple(self.color_jitter)
+    if jitter and (len(jitter) != 3 or min(jitter) < 0):
+      raise ValueError(f"InputPipeline.color_jitter={jitter!r} must be () or (brightness, "
+                       "contrast, saturation), each >= 0")
     if (isinstance(self.cutout, bool) or not isinstance(self.cutout, int) or self.cutout < 0
         or self.cutout % 2):
       raise ValueError(f"InputPipeline.cutout={self.cutout!r} must be an even whole number "
@@ -250,7 +275,10 @@ class InputPipeline:
     return (tf.cast(image, tf.float32) / 255.0 - mean) / std
 
   def _resize(self, image):
-    """The deterministic first step of training preprocessing (cached)."""
+    """The deterministic first step of training preprocessing (cached); the image as it
+    is when a random resized crop comes later."""
+    if self.random_resized_crop:
+      return tf.cast(image, tf.float32)
     resize = self.train_resize or self.image_size
     return tf.image.resize(image, [resize, resize], antialias=True)
 
@@ -258,7 +286,15 @@ class InputPipeline:
     """Seeded crop, crop-with-padding and flip, then AutoAugment, RandAugment and
     Cutout (Model Garden's: drawn from the op-level seed) of a resized image."""
     size = self.image_size
-    if (self.train_resize or size) > size:
+    if self.random_resized_crop:
+      begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
+          tf.shape(image), tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed + 3,
+          min_object_covered=float(self.random_resized_crop[0]),
+          aspect_ratio_range=[float(r) for r in self.random_resized_crop_ratio],
+          area_range=[float(a) for a in self.random_resized_crop], max_attempts=10,
+          use_image_if_no_bounding_boxes=True)
+      image = tf.image.resize(tf.slice(image, begin, extent), [size, size], antialias=True)
+    elif (self.train_resize or size) > size:
       image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed + 2)
     if self.random_crop_padding:
       pad = self.random_crop_padding
@@ -270,6 +306,10 @@ class InputPipeline:
       image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed)
     if self.random_flip:
       image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
+    if self.color_jitter:
+      image = tf.cast(preprocess_ops.color_jitter(
+          tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8),
+          *self.color_jitter), tf.float32)
     for op in (self._autoaugment, self._randaugment):
       if op is not None:
         image = tf.cast(op.distort(
@@ -280,6 +320,8 @@ class InputPipeline:
 
   def caches(self, num_examples, size):
     """Whether `num_examples` images of `size`^2 float32 pixels are cached."""
+    if self.random_resized_crop:  # whole source images, of any size
+      return False
     if self.cache != "auto":
       return bool(self.cache)
     return num_examples * size * size * 3 * 4 <= self.cache_limit_mb * 2**20

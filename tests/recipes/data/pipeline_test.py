@@ -254,5 +254,45 @@ class PipelineTest(tf.test.TestCase):
         p.with_card(p.plain_card())[0].check()
 
 
+  def test_random_resized_crop_is_a_slice_of_the_source_image(self):
+    # Area fraction 1/4 at aspect 1 of a 32x32 image: a 16x16 window of the source,
+    # resized to 16 (identity), anywhere in the image; the image is not resized first.
+    cols = np.tile(np.arange(32, dtype=np.uint8)[None, :, None] * 8, [32, 1, 3])
+    rows = np.transpose(cols, [1, 0, 2])
+    images = np.stack([cols, rows] * 4)
+    labels = np.zeros(8, np.int32)
+    make = lambda split, indices=None: tf.data.Dataset.from_tensor_slices(
+        (images[indices if indices is not None else slice(None)],
+         labels[indices if indices is not None else slice(None)]))
+    source = source_lib.Source("grid", ["a"], labels, labels, make)
+    p = pipeline.InputPipeline(batch_size=8, image_size=16, mean=(0,) * 3, std=(1,) * 3,
+                               random_resized_crop=(0.25, 0.25),
+                               random_resized_crop_ratio=(1.0, 1.0))
+    x = [b.numpy() * 255 for b, _ in p.train_dataset(source, np.arange(8), 0, 0)][0]
+    again = [b.numpy() * 255 for b, _ in p.train_dataset(source, np.arange(8), 0, 0)][0]
+    self.assertAllClose(x, again)  # drawn from (seed, epoch, position)
+    offsets = set()
+    for image in x:  # shuffled: a column ramp or a row ramp
+      varying = image[0, :, 0] if np.ptp(image[0, :, 0]) > 0 else image[:, 0, 0]
+      start = varying[0] / 8
+      self.assertAllClose(varying, (start + np.arange(16)) * 8, atol=1e-3)
+      offsets.add(float(start))
+    self.assertGreater(len(offsets), 1)
+
+  def test_color_jitter_from_model_garden(self):
+    plain = self.constant_epoch(100)
+    jittered = self.constant_epoch(100, color_jitter=(0.4, 0.4, 0.4))
+    self.assertAllInRange(jittered, 0.0, 255.0)
+    self.assertNotAllClose(plain, jittered)
+    # A grey image keeps its saturation and contrast: only brightness moves, by <= 40%.
+    self.assertAllInRange(jittered, 60.0 - 1, 140.0 + 1)
+    for fields, message in ((dict(color_jitter=(0.4, 0.4)), "color_jitter"),
+                            (dict(random_resized_crop=(0.5, 0.1)), "random_resized_crop"),
+                            (dict(random_resized_crop_ratio=(0, 1)), "ratio")):
+      p = pipeline.InputPipeline(image_size=8, **fields)
+      with self.assertRaisesRegex(ValueError, message):
+        p.with_card(p.plain_card())[0].check()
+
+
 if __name__ == "__main__":
   tf.test.main()
