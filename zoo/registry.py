@@ -21,7 +21,9 @@ from zoo import card as card_lib
 from zoo import nfnet
 from zoo import nfnet_checkpoint
 from zoo import pretrained
+from zoo import resnet32_menon
 from zoo import resnet_cifar
+from zoo import resnext
 
 ModelCard = card_lib.ModelCard
 card_of = card_lib.card_of
@@ -122,6 +124,18 @@ def _resnet_cifar(depth):
   return build
 
 
+def _resnet32_menon(num_classes, input_shape, **overrides):
+  return resnet32_menon.resnet32_menon(num_classes=num_classes, input_shape=input_shape,
+                                       **overrides)
+
+
+def _resnext(variant):
+  def build(num_classes, input_shape, **overrides):
+    return resnext.resnext(variant, num_classes=num_classes, input_shape=input_shape,
+                           **overrides)
+  return build
+
+
 def _card(size, crop, mean, std, block_pattern, test_size=None, method="bilinear",
           randaugment=None, crop_padding=None):
   return ModelCard(size, test_size or size, crop, method, mean, std, randaugment,
@@ -132,12 +146,15 @@ _CAFFE = dict(mean=tuple(m / 255 for m in CAFFE_MEAN_RGB), std=(1 / 255,) * 3)
 _INCEPTION = dict(mean=(0.5,) * 3, std=(0.5,) * 3)  # x / 127.5 - 1
 _IMAGENET = dict(mean=card_lib.IMAGENET_MEAN, std=card_lib.IMAGENET_STD)
 _CIFAR = dict(mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616))
+# Menon et al.'s logit_adjustment/utils.py: x / 255 - 0.5.
+_MENON = dict(mean=(0.5,) * 3, std=(1.0,) * 3)
 # ImageNet models' usual single-crop test: the centred 87.5% (224 of a 256 shorter
 # side, as torchvision's reference evaluation; TF-slim's inception_preprocessing
 # central_fraction=0.875).
 _IMAGENET_CROP = 0.875
 # Block names: tf_keras.applications ResNets' "conv2_block1_1_conv", zoo/nfnet.py's
-# "nf_block_0/conv0", zoo/resnet_cifar.py's "stage1/block0/1_conv". InceptionV3's
+# "nf_block_0/conv0", zoo/resnet_cifar.py's (and zoo/resnet32_menon.py's,
+# zoo/resnext.py's) "stage1/block0/1_conv". InceptionV3's
 # layers are numbered, not named by block; resnet50_v1_5's blocks sit inside one
 # nested Model Garden backbone layer: neither has a pattern.
 KERAS_RESNET_BLOCKS = r"^(conv[0-9]_block[0-9]+)_"
@@ -172,6 +189,17 @@ MODELS = {
         _resnet_cifar(d), _card(32, 1.0, block_pattern=CIFAR_RESNET_BLOCKS, **_CIFAR),
         source="He et al. 2016, section 4.2 (option A shortcuts); zoo/resnet_cifar.py")
        for d in (20, 32, 44, 56, 110)},
+    "resnet32_menon": Entry(
+        _resnet32_menon, _card(32, 1.0, block_pattern=CIFAR_RESNET_BLOCKS, **_MENON),
+        source=("Menon et al. 2021 (arXiv:2007.07314): bottleneck \"ResNet-32\" with L2 "
+                "losses, as google-research logit_adjustment/models.py; "
+                "zoo/resnet32_menon.py")),
+    **{name: Entry(
+        _resnext(name),
+        _card(224, _IMAGENET_CROP, block_pattern=CIFAR_RESNET_BLOCKS, **_IMAGENET),
+        source=("Xie et al. 2017 (arXiv:1611.05431), torchvision's layout as "
+                "facebookresearch/classifier-balancing; zoo/resnext.py"))
+       for name in resnext.VARIANTS},
     "inception_v3": Entry(
         _keras_application(tf_keras.applications.InceptionV3, None),
         _card(299, _IMAGENET_CROP, block_pattern=None, **_INCEPTION),
