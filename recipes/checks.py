@@ -192,14 +192,21 @@ def runtime(r):
 
 
 def task(t, runtime_):
+  del runtime_
   whole("Task.validation_per_class", t.validation_per_class, 0)
-  if runtime_.best_metric is not None and not t.validation_per_class:
-    raise ConfigError(f"Runtime.best_metric={runtime_.best_metric!r} needs a validation "
-                      "split: set Task.validation_per_class (e.g. 5)")
   many, few = t.shot_thresholds
   if not few <= many:
     raise ConfigError(f"Task.shot_thresholds={tuple(t.shot_thresholds)} must be "
                       "(many_shot_above, few_shot_below) with few <= many")
+
+
+def best_metric_has_validation(metric, num_validation):
+  """Choosing the best checkpoint needs validation examples: a hold-out, or the source's
+  own validation split (a list data set's val list)."""
+  if metric is not None and not num_validation:
+    raise ConfigError(f"Runtime.best_metric={metric!r} needs a validation split: set "
+                      "Task.validation_per_class (e.g. 5), or use a source with its own "
+                      "validation list")
 
 
 def best_metric_has_classes(metric, counts, shot_thresholds):

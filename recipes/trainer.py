@@ -357,6 +357,7 @@ def build(model_dir, strategy, task, optimization, runtime):
   checks.optimization(optimization)
   phases_lib.check(optimization.phases)
   data = load_data(task, runtime.seed)
+  checks.best_metric_has_validation(runtime.best_metric, len(data.validation))
   checks.best_metric_has_classes(runtime.best_metric, data.counts, task.shot_thresholds)
   base = checks.construct("Task.pipeline", task.pipeline)
   checks.batch(base, len(data.train), strategy.num_replicas_in_sync)

@@ -37,9 +37,10 @@ class ChecksTest(tf.test.TestCase, parameterized.TestCase):
                                       early_stopping_patience=2, eval_every_epochs=1))
 
   def test_task_and_optimization(self):
-    task = experiment.Task(data=None, model=None)
     with self.assertRaisesRegex(ConfigError, "needs a validation split"):
-      checks.task(task, experiment.Runtime(best_metric="top1"))
+      checks.best_metric_has_validation("top1", 0)
+    checks.best_metric_has_validation("top1", 20)  # a hold-out or the source's own list
+    checks.best_metric_has_validation(None, 0)
     with self.assertRaisesRegex(ConfigError, r"shot_thresholds=\(5, 20\)"):
       checks.task(experiment.Task(data=None, model=None, shot_thresholds=(5, 20)),
                   experiment.Runtime())
