@@ -12,7 +12,7 @@ def recipe(name, gin_files, **kwargs):
         srcs = ["//recipes:train.py"],
         main = "//recipes:train.py",
         args = ["--gin_file=" + f for f in gin_files],
-        data = ["//recipes:gin_files"],
+        data = ["//recipes:gin_files"] + kwargs.pop("data", []),
         deps = [
             "//recipes:train_lib",
             requirement("absl-py"),  # train.py is this binary's own source too
