@@ -56,7 +56,8 @@ def published(path=TABLE):
 def command(row):
   """The command that runs one seed of `row`."""
   name = row["recipe"]
-  return (f"./bazelw run //recipes/reproduce:{name} -- --gin_bindings='SEED = 0' "
+  data = "".join(f' --gin_bindings="{b}"' for b in row.get("data_bindings", ()))
+  return (f"./bazelw run //recipes/reproduce:{name} --{data} --gin_bindings='SEED = 0' "
           f"--model_dir=runs/{name}/seed0")
 
 
@@ -74,7 +75,11 @@ def find_metrics(patterns):
         found.append(path)
       elif os.path.isdir(path):
         found += sorted(glob.glob(os.path.join(path, "**", "metrics.json"), recursive=True))
-  return sorted(set(found))
+  found = set(found)
+  # A decoupled run's result is stage 2's; its stage 1 (the joint model) is not a seed.
+  return sorted(f for f in found if not (
+      os.path.basename(os.path.dirname(f)) == "stage1" and os.path.join(
+          os.path.dirname(os.path.dirname(f)), "stage2", "metrics.json") in found))
 
 
 def read_runs(paths):

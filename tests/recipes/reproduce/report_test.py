@@ -60,6 +60,19 @@ class ReportTest(tf.test.TestCase):
       self.assertIn("cao2019_cifar10_lt_r100_ldam_drw", f.read())
     self.assertGreater(os.path.getsize(os.path.join(out, "report.png")), 1000)
 
+  def test_a_decoupled_run_counts_its_stage_2(self):
+    root = self.create_tempdir().full_path
+    run = os.path.join(root, "crt", "seed0")
+    write_run(os.path.join(run, "stage1"), "kang2020_imagenet_lt_crt", 0.44)
+    write_run(os.path.join(run, "stage2"), "kang2020_imagenet_lt_crt", 0.49)
+    alone = os.path.join(root, "stage1_only", "stage1")
+    write_run(alone, "kang2020_imagenet_lt_joint", 0.43)
+    found = report.find_metrics([os.path.join(root, "*")])
+    self.assertEqual(found, sorted([os.path.join(run, "stage2", "metrics.json"),
+                                    os.path.join(alone, "metrics.json")]))
+    self.assertEqual(report.read_runs(found), {"kang2020_imagenet_lt_crt": [49.0],
+                                               "kang2020_imagenet_lt_joint": [43.0]})
+
   def test_outside_the_tolerance(self):
     rows = report.published()
     results = report.compare(rows, {"menon2021_cifar10_lt_la_loss": [75.0, 75.5, 76.0]})
@@ -72,6 +85,7 @@ class ReportTest(tf.test.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr)
     self.assertIn("kang2020_imagenet_lt_lws: Kang et al. 2020", result.stdout)
     self.assertIn("./bazelw run //recipes/reproduce:cao2019_cifar10_lt_r100_ce -- "
+                  "--gin_bindings=\"CIFAR_PATH = '/data/cifar-10-python.tar.gz'\" "
                   "--gin_bindings='SEED = 0' --model_dir=runs/cao2019_cifar10_lt_r100_ce/seed0",
                   result.stdout)
 
