@@ -156,6 +156,26 @@ class LongTailLossesTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r"^class_balanced.normalize='sum' must be one"):
       losses.class_balanced(class_counts=counts, normalize="sum")
 
+  def test_weights_normalisation_is_global_over_replicas(self):
+    """Two replicas with different weight sums: the trainer's sum over both replicas'
+    per-example losses / global batch is the global weighted mean, not a mean of the
+    replicas' weighted means."""
+    counts = [400, 20, 3]
+    loss = losses.class_balanced(class_counts=counts, beta=0.9999, normalize="weights")
+    logits = np.array([[2.0, 0.5, -1.0], [0.3, 1.2, 0.1], [-0.4, 0.2, 0.9],
+                       [1.0, 0.0, 0.0]], np.float32)
+    labels = np.array([0, 0, 1, 2], np.int32)  # replica 0: the frequent class only
+    unnormalised = losses.class_balanced(class_counts=counts, beta=0.9999)(
+        labels, logits).numpy()
+    w = np.asarray(loss.class_weights)[labels]
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    per_replica = strategy.experimental_distribute_values_from_function(
+        lambda context: (labels[2 * context.replica_id_in_sync_group:][:2],
+                         logits[2 * context.replica_id_in_sync_group:][:2]))
+    result = strategy.run(tf.function(lambda y, z: loss(y, z)), args=per_replica)
+    total = sum(np.sum(v) for v in strategy.experimental_local_results(result))
+    self.assertAllClose(total / 4, np.sum(unnormalised) / np.sum(w), rtol=1e-5)
+
   def test_builders_give_per_example_losses(self):
     logits = tf.constant([[0.2, -0.4, 0.9], [0.1, 0.3, -0.8]])
     for name, loss in [("focal", losses.focal(class_counts=[3, 2, 1])),
@@ -193,4 +213,8 @@ class LongTailLossesTest(tf.test.TestCase):
 
 
 if __name__ == "__main__":
+  # Two CPU devices for the replica test (set before TensorFlow starts its runtime).
+  tf.config.set_logical_device_configuration(
+      tf.config.list_physical_devices("CPU")[0],
+      [tf.config.LogicalDeviceConfiguration()] * 2)
   tf.test.main()
