@@ -1,8 +1,8 @@
 """Decoupled training (Kang et al. 2020, "Decoupling Representation and Classifier for
 Long-Tailed Recognition", arXiv:1910.09217): stage 1 learns the representation (and a
 classifier) on the long-tailed data; stage 2 rebalances the classifier alone, from
-stage 1's final checkpoint: cRT, LWS (both trained, class-balanced sampling) or the
-tau-normalised classifier (post hoc, no training).
+stage 1's final (or best) checkpoint: cRT, LWS (both trained, class-balanced sampling)
+or the tau-normalised classifier (post hoc, no training).
 
 `run.experiment = @decoupled` runs both stages in one command:
 
@@ -161,16 +161,47 @@ def tau_normalized_classifier(model_dir, strategy, tau=None, grid=tau_norm_lib.G
       books.close()
 
 
+STAGE1_WEIGHTS = ("final", "best")
+
+
+def best_checkpoint(stage_dir):
+  """Stage 1's best-on-validation checkpoint (model_dir/stage1/best)."""
+  path = tf.train.latest_checkpoint(os.path.join(stage_dir, "best"))
+  if path is None:
+    raise ConfigError(f"{stage_dir}/best holds no checkpoint after stage 1; set "
+                      "Runtime.best_metric, or decoupled.stage1_weights = 'final'")
+  return path
+
+
+def _check_stage1_weights(stage1_weights):
+  """Before stage 1 trains: 'best' needs stage 1 to keep a best checkpoint."""
+  if stage1_weights not in STAGE1_WEIGHTS:
+    raise ConfigError(f"decoupled.stage1_weights={stage1_weights!r}; use 'final' or 'best'")
+  if stage1_weights == "best":
+    with gin.config_scope(STAGE1):
+      runtime = checks.construct("Runtime", experiment.Runtime)
+    if runtime.best_metric is None:
+      raise ConfigError("decoupled.stage1_weights = 'best' needs stage 1 to keep its best "
+                        "checkpoint: set Runtime.best_metric (e.g. 'balanced_accuracy') "
+                        "and a validation split")
+
+
 @gin.configurable(denylist=["model_dir", "strategy"])
-def decoupled(model_dir, strategy, stage2=gin.REQUIRED, stage1_checkpoint=None):
+def decoupled(model_dir, strategy, stage2=gin.REQUIRED, stage1_checkpoint=None,
+              stage1_weights="final"):
   """Stage 1 in model_dir/stage1 (scope `stage1/`), unless `stage1_checkpoint` is
   given, then `stage2(model_dir/stage2, strategy)` from it (scope `stage2/`); returns
-  stage 2's metrics."""
+  stage 2's metrics. Stage 2 starts from stage 1's final weights, or with
+  `stage1_weights = 'best'` from its best on validation (Kang et al.'s code loads
+  `state_dict_best`)."""
   stage1 = None
   if stage1_checkpoint is None:
+    _check_stage1_weights(stage1_weights)
     with gin.config_scope(STAGE1):
       stage1 = trainer.train_and_evaluate(os.path.join(model_dir, STAGE1), strategy)
-    checkpoint = final_checkpoint(os.path.join(model_dir, STAGE1))
+    root = os.path.join(model_dir, STAGE1)
+    checkpoint = (final_checkpoint(root) if stage1_weights == "final"
+                  else best_checkpoint(root))
   else:
     checkpoint = resolve_checkpoint(stage1_checkpoint)
   checkpoint = os.path.abspath(checkpoint)

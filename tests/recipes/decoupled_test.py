@@ -192,6 +192,25 @@ class DecoupledTest(tf.test.TestCase):
       else:
         self.assertAllEqual(saved[key], final1[key], msg=key)
 
+  def test_stage2_from_stage1s_best_checkpoint(self):
+    model_dir = os.path.join(self.tmp, "from_best")
+    best = ["--gin_bindings=decoupled.stage1_weights = 'best'"]
+    refused = cli.finish(cli.spawn(TINY, f"--model_dir={model_dir}", *best))
+    self.assertEqual(refused.returncode, 2, refused.stderr[-2000:])
+    self.assertIn("needs stage 1 to keep its best checkpoint", refused.said[-1])
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "stage1")))
+    result = cli.finish(cli.spawn(
+        TINY, f"--model_dir={model_dir}", *best,
+        "--gin_bindings=stage1/Runtime.best_metric = 'balanced_accuracy'"))
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    with open(os.path.join(model_dir, "decoupled.json")) as f:
+      start = json.load(f)["stage1_checkpoint"]
+    self.assertEqual(os.path.dirname(start), os.path.join(model_dir, "stage1", "best"))
+    bad = cli.finish(cli.spawn(TINY, f"--model_dir={model_dir}_bad",
+                               "--gin_bindings=decoupled.stage1_weights = 'newest'"))
+    self.assertEqual(bad.returncode, 2, bad.stderr[-2000:])
+    self.assertIn("decoupled.stage1_weights='newest'; use 'final' or 'best'", bad.said[-1])
+
   def test_stage2_without_stage1s_weights_is_refused(self):
     model_dir = os.path.join(self.tmp, "refused")
     result = cli.finish(cli.spawn(
