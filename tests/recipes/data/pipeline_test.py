@@ -243,6 +243,10 @@ class PipelineTest(tf.test.TestCase):
     self.assertAllInRange(x, 0.0, 255.0)
     with self.assertRaisesRegex(ValueError, "not a policy"):
       pipeline.InputPipeline(autoaugment="cifar11")
+    p = pipeline.InputPipeline(autoaugment="reduced_cifar10", autoaugment_translate=16.1)
+    self.assertEqual(p._autoaugment.translate_const, 16.1)  # pylint: disable=protected-access
+    with self.assertRaisesRegex(ValueError, "autoaugment_translate=0 must be"):
+      pipeline.InputPipeline(autoaugment="reduced_cifar10", autoaugment_translate=0)
 
   def test_bad_fill_and_cutout(self):
     for fields, message in ((dict(random_crop_fill=-1), "random_crop_fill=-1"),
