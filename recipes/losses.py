@@ -134,12 +134,10 @@ class WeightedMean:
 
   def __call__(self, labels, logits):
     per_example = tf.cast(self.loss(labels, logits), tf.float32)
-    w = tf.cast(tf.convert_to_tensor(self.class_weights), tf.float32)
-    labels = tf.convert_to_tensor(labels)
-    if labels.shape.rank == 2 and labels.shape[-1] == w.shape[0]:  # soft targets
-      example_w = tf.linalg.matvec(tf.cast(labels, tf.float32), w)
-    else:
-      example_w = tf.gather(w, tf.reshape(tf.cast(labels, tf.int32), [-1]))
+    num_classes = logits.shape[-1]
+    w = class_balanced_lib.read_weights(self.class_weights, num_classes)
+    # Soft targets (MixUp / CutMix) weigh an example by its label mixture.
+    example_w = tf.linalg.matvec(class_balanced_lib.as_targets(labels, num_classes), w)
     local = tf.stack([tf.reduce_sum(example_w), tf.cast(tf.size(example_w), tf.float32)])
     total_w, total_n = tf.unstack(tf.distribute.get_replica_context().all_reduce(
         tf.distribute.ReduceOp.SUM, local))
