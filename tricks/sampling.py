@@ -80,10 +80,17 @@ class Sampler:
     rng = np.random.default_rng([seed, epoch, 0x5A3])
     classes = rng.choice(num_classes, size=len(labels), p=self.probabilities(counts, epoch))
     order = np.empty(len(labels), np.int64)
+    # Each class's positions, ascending, from one stable sort (not a pass a class).
+    members_of = _grouped(labels, counts)
+    drawn_of = _grouped(classes, np.bincount(classes, minlength=num_classes))
     for c in np.unique(classes):
-      members = np.flatnonzero(labels == c)
-      drawn = np.flatnonzero(classes == c)
+      members, drawn = members_of[c], drawn_of[c]
       cycles = -(-len(drawn) // len(members))
       stream = np.concatenate([rng.permutation(members) for _ in range(cycles)])
       order[drawn] = stream[:len(drawn)]
     return order
+
+
+def _grouped(values, counts):
+  """[positions of `values` equal to c, ascending] for every class c."""
+  return np.split(np.argsort(values, kind="stable"), np.cumsum(counts)[:-1])
