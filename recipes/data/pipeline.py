@@ -233,6 +233,23 @@ class InputPipeline:
     if self.randaugment and len(tuple(self.randaugment)) != 2:
       raise ValueError(f"InputPipeline.randaugment={self.randaugment!r}; use (num_layers, "
                        "magnitude), or () for none")
+    self._check_augmentation()
+    for name in ("mix_prob", "mix_switch_prob", "mix_label_smoothing"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"InputPipeline.{name}={value!r} must be a number in [0, 1]")
+    for name in ("shuffle_buffer", "cache_limit_mb", "echo_shuffle_buffer"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"InputPipeline.{name}={value!r} must be a whole number >= 1")
+    if self.cache not in (True, False, "auto"):
+      raise ValueError(f"InputPipeline.cache={self.cache!r}; use True, False or 'auto'")
+    if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
+      raise ValueError(f"InputPipeline.mean={self.mean} / std={self.std} need 3 values each, "
+                       "std > 0")
+
+  def _check_augmentation(self):
+    """Raises ValueError naming the first bad crop, colour or cutout setting."""
     if isinstance(self.random_crop_padding, bool) or not isinstance(
         self.random_crop_padding, int) or self.random_crop_padding < 0:
       raise ValueError(f"InputPipeline.random_crop_padding={self.random_crop_padding!r} must "
@@ -258,19 +275,6 @@ class InputPipeline:
         or self.cutout % 2):
       raise ValueError(f"InputPipeline.cutout={self.cutout!r} must be an even whole number "
                        "of pixels >= 0 (0: no cutout)")
-    for name in ("mix_prob", "mix_switch_prob", "mix_label_smoothing"):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(f"InputPipeline.{name}={value!r} must be a number in [0, 1]")
-    for name in ("shuffle_buffer", "cache_limit_mb", "echo_shuffle_buffer"):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"InputPipeline.{name}={value!r} must be a whole number >= 1")
-    if self.cache not in (True, False, "auto"):
-      raise ValueError(f"InputPipeline.cache={self.cache!r}; use True, False or 'auto'")
-    if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
-      raise ValueError(f"InputPipeline.mean={self.mean} / std={self.std} need 3 values each, "
-                       "std > 0")
 
   def _options(self):
     options = tf.data.Options()
@@ -292,8 +296,9 @@ class InputPipeline:
     return tf.image.resize(image, [resize, resize], antialias=True)
 
   def _augment(self, image, seed):
-    """Seeded crop, crop-with-padding and flip, then AutoAugment, RandAugment and
-    Cutout (Model Garden's: drawn from the op-level seed) of a resized image."""
+    """Seeded crop, crop-with-padding and flip, then colour jitter, AutoAugment,
+    RandAugment and Cutout (Model Garden's: drawn from TF's op-level seeds, not from
+    (seed, epoch, position), so a resumed epoch redraws them) of a resized image."""
     size = self.image_size
     if self.random_resized_crop:
       begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
@@ -315,14 +320,14 @@ class InputPipeline:
       image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed)
     if self.random_flip:
       image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
+    uint8_ops = [op.distort for op in (self._autoaugment, self._randaugment) if op]
     if self.color_jitter:
-      image = tf.cast(preprocess_ops.color_jitter(
-          tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8),
-          *self.color_jitter), tf.float32)
-    for op in (self._autoaugment, self._randaugment):
-      if op is not None:
-        image = tf.cast(op.distort(
-            tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)), tf.float32)
+      uint8_ops.insert(0, lambda x: preprocess_ops.color_jitter(x, *self.color_jitter))
+    if uint8_ops:  # Model Garden's ops take and give uint8 pixels: convert once
+      image = tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
+      for op in uint8_ops:
+        image = op(image)
+      image = tf.cast(image, tf.float32)
     if self.cutout:
       image = augment.cutout(image, self.cutout // 2, replace=0)
     return image
