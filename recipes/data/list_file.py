@@ -86,6 +86,48 @@ def missing_files(paths):
   return [p for p in paths if not os.path.isfile(p)]
 
 
+def _checked_classes(lists, num_classes):
+  """`num_classes` (inferred as the largest label + 1 when None), checked against every
+  list's labels and the training list's classes."""
+  inferred = num_classes is None
+  if inferred:
+    num_classes = max(int(labels.max()) for _, _, labels, _ in lists.values()) + 1
+  elif isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+    raise ConfigError(f"list_file.num_classes={num_classes!r} must be a whole number >= 2 "
+                      "or None (inferred from the labels)")
+  for full, _, labels, lines in lists.values():
+    bad = np.flatnonzero((labels < 0) | (labels >= num_classes))
+    if len(bad):
+      i = bad[0]
+      raise ConfigError(
+          f"{full}:{lines[i]}: label {labels[i]} is outside [0, {num_classes}) "
+          f"(list_file.num_classes = {num_classes}"
+          f"{', inferred' if inferred else ''}); fix the list or "
+          "num_classes")
+  absent = np.flatnonzero(np.bincount(lists["train"][2], minlength=num_classes) == 0)
+  if len(absent):
+    raise ConfigError(
+        f"training list {lists['train'][0]!r} has no image of class {absent[0]}"
+        f"{f' (and {len(absent) - 1} more classes)' if len(absent) > 1 else ''}; every "
+        f"class of [0, {num_classes}) needs one")
+  return num_classes
+
+
+def _image_paths(root, entry, check_files):
+  """(image paths under `root`, int32 labels) of one parsed list, its images checked."""
+  full, relative, labels, lines = entry
+  paths = [os.path.join(root, p) for p in relative]
+  if check_files:
+    missing = missing_files(paths)
+    if missing:
+      line = lines[paths.index(missing[0])]
+      more = f", and {len(missing) - 1} more missing" if len(missing) > 1 else ""
+      raise ConfigError(
+          f"{full}:{line}: image {missing[0]!r} does not exist{more}; check "
+          "list_file.root (the lists' paths are relative to it)")
+  return np.asarray(paths), labels.astype(np.int32)
+
+
 @gin.configurable
 def list_file(root=gin.REQUIRED, train_list=gin.REQUIRED, test_list=gin.REQUIRED,
               val_list=None, list_dir=None, num_classes=None, check_files=True,
@@ -111,39 +153,8 @@ def list_file(root=gin.REQUIRED, train_list=gin.REQUIRED, test_list=gin.REQUIRED
   for split, (path, setting) in given.items():
     full = resolve(path, list_dir, setting)
     lists[split] = (full, *parse(full))
-  inferred = num_classes is None
-  if inferred:
-    num_classes = max(int(labels.max()) for _, _, labels, _ in lists.values()) + 1
-  elif isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-    raise ConfigError(f"list_file.num_classes={num_classes!r} must be a whole number >= 2 "
-                      "or None (inferred from the labels)")
-  for full, _, labels, lines in lists.values():
-    bad = np.flatnonzero((labels < 0) | (labels >= num_classes))
-    if len(bad):
-      i = bad[0]
-      raise ConfigError(
-          f"{full}:{lines[i]}: label {labels[i]} is outside [0, {num_classes}) "
-          f"(list_file.num_classes = {num_classes}"
-          f"{', inferred' if inferred else ''}); fix the list or "
-          "num_classes")
-  absent = np.flatnonzero(np.bincount(lists["train"][2], minlength=num_classes) == 0)
-  if len(absent):
-    raise ConfigError(
-        f"training list {lists['train'][0]!r} has no image of class {absent[0]}"
-        f"{f' (and {len(absent) - 1} more classes)' if len(absent) > 1 else ''}; every "
-        f"class of [0, {num_classes}) needs one")
-  splits = {}
-  for split, (full, relative, labels, lines) in lists.items():
-    paths = [os.path.join(root, p) for p in relative]
-    if check_files:
-      missing = missing_files(paths)
-      if missing:
-        line = lines[paths.index(missing[0])]
-        more = f", and {len(missing) - 1} more missing" if len(missing) > 1 else ""
-        raise ConfigError(
-            f"{full}:{line}: image {missing[0]!r} does not exist{more}; check "
-            "list_file.root (the lists' paths are relative to it)")
-    splits[split] = (np.asarray(paths), labels.astype(np.int32))
+  num_classes = _checked_classes(lists, num_classes)
+  splits = {split: _image_paths(root, entry, check_files) for split, entry in lists.items()}
 
   def make_dataset(split, indices=None):
     if split not in splits:
