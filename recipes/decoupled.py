@@ -46,11 +46,15 @@ STAGE1, STAGE2 = "stage1", "stage2"
 LOAD_BINDING = f"{STAGE2}/zoo.load_stage1.checkpoint"
 
 
-def final_checkpoint(stage_dir):
-  """The newest checkpoint of the run in `stage_dir` (its final one once finished)."""
-  path = tf.train.latest_checkpoint(os.path.join(stage_dir, "checkpoints"))
+def saved_checkpoint(stage_dir, which="final"):
+  """Stage 1's final checkpoint (the newest in checkpoints/) or its best on validation
+  (best/, kept when Runtime.best_metric is set)."""
+  folder = "checkpoints" if which == "final" else "best"
+  path = tf.train.latest_checkpoint(os.path.join(stage_dir, folder))
   if path is None:
-    raise ConfigError(f"{stage_dir}/checkpoints holds no checkpoint after stage 1")
+    fix = ("; set Runtime.best_metric, or decoupled.stage1_weights = 'final'"
+           if which == "best" else "")
+    raise ConfigError(f"{stage_dir}/{folder} holds no checkpoint after stage 1{fix}")
   return path
 
 
@@ -164,15 +168,6 @@ def tau_normalized_classifier(model_dir, strategy, tau=None, grid=tau_norm_lib.G
 STAGE1_WEIGHTS = ("final", "best")
 
 
-def best_checkpoint(stage_dir):
-  """Stage 1's best-on-validation checkpoint (model_dir/stage1/best)."""
-  path = tf.train.latest_checkpoint(os.path.join(stage_dir, "best"))
-  if path is None:
-    raise ConfigError(f"{stage_dir}/best holds no checkpoint after stage 1; set "
-                      "Runtime.best_metric, or decoupled.stage1_weights = 'final'")
-  return path
-
-
 def _check_stage1_weights(stage1_weights):
   """Before stage 1 trains: 'best' needs stage 1 to keep a best checkpoint."""
   if stage1_weights not in STAGE1_WEIGHTS:
@@ -199,9 +194,7 @@ def decoupled(model_dir, strategy, stage2=gin.REQUIRED, stage1_checkpoint=None,
     _check_stage1_weights(stage1_weights)
     with gin.config_scope(STAGE1):
       stage1 = trainer.train_and_evaluate(os.path.join(model_dir, STAGE1), strategy)
-    root = os.path.join(model_dir, STAGE1)
-    checkpoint = (final_checkpoint(root) if stage1_weights == "final"
-                  else best_checkpoint(root))
+    checkpoint = saved_checkpoint(os.path.join(model_dir, STAGE1), stage1_weights)
   else:
     checkpoint = resolve_checkpoint(stage1_checkpoint)
   checkpoint = os.path.abspath(checkpoint)
