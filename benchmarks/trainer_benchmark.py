@@ -301,6 +301,66 @@ def check_flags():
   return sorted(set(spls))
 
 
+def run_sizes(model_dir, strategy, steps_per_loop):
+  """The trainer against fit at each --sizes entry; prints the table, returns its rows."""
+  print(f"\nTrainer against fit (steps_per_execution = steps_per_loop = "
+        f"{steps_per_loop}), {FLAGS.rounds} interleaved chunks each:", flush=True)
+  rows = {}
+  for name in FLAGS.sizes:
+    size = SIZES[name]
+    rows[name] = bench_size(size, FLAGS.steps or size.steps, FLAGS.rounds,
+                            steps_per_loop, model_dir, strategy,
+                            FLAGS.distinct_batches, FLAGS.jit_compile)
+    timing.release()
+    print(f"  {name}: done", flush=True)
+  print(f"\n{'size':<32}{'trainer ms':>12}{'fit ms':>10}{'fit/trainer':>13}"
+        f"{'noise':>8}")
+  for name, row in rows.items():
+    label = f"{row['model']} {row['image_size']}px batch {row['batch_size']}"
+    print(f"{label:<32}{row['trainer_ms_per_step']:>12.1f}"
+          f"{row['fit_ms_per_step']:>10.1f}{row['fit_over_trainer']:>13.3f}"
+          f"{row['noise']:>8.1%}")
+  return rows
+
+
+def run_host(host_spls, default_spl, model_dir, strategy):
+  """Host overhead a step at each --host_steps_per_loop; prints the table."""
+  rows = bench_host(host_spls, FLAGS.host_steps, FLAGS.host_rounds, model_dir,
+                    strategy, FLAGS.distinct_batches, FLAGS.jit_compile)
+  timing.release()
+  print("\nHost overhead a step (one Dense layer on 8x8x3, batch 8; "
+        f"{FLAGS.host_rounds} interleaved chunks each):")
+  print(f"{'steps_per_loop':<16}{'trainer ms':>12}{'loop alone':>12}{'fit ms':>10}"
+        f"{'fit/trainer':>13}{'noise':>8}")
+  for n, row in rows.items():
+    mark = " (default)" if n == default_spl else ""
+    print(f"{str(n) + mark:<16}{row['trainer_ms_per_step']:>12.3f}"
+          f"{row['loop_alone_ms_per_step']:>12.3f}{row['fit_ms_per_step']:>10.3f}"
+          f"{row['fit_over_trainer']:>13.3f}{row['noise']:>8.1%}")
+  print("(loop alone: TrainStep.loop without the host work that "
+        "Trainer.train_epoch does after every loop)")
+  return {str(n): row for n, row in rows.items()}
+
+
+def run_cache(tmp):
+  """An epoch of the training dataset cached against uncached; prints the figures."""
+  root = os.path.join(tmp, "images")
+  print(f"\nWriting {FLAGS.cache_images} JPEGs of {FLAGS.cache_jpeg_size}px ...",
+        flush=True)
+  write_jpegs(root, FLAGS.cache_images, FLAGS.cache_jpeg_size)
+  row = bench_cache(root, FLAGS.cache_image_size, FLAGS.cache_batch_size,
+                    FLAGS.cache_epochs)
+  row["jpeg_size"] = FLAGS.cache_jpeg_size
+  print(f"\nAn epoch of the training dataset ({row['images']} JPEGs of "
+        f"{FLAGS.cache_jpeg_size}px -> {row['image_size']}px, batch "
+        f"{row['batch_size']}, no model; median of {row['epochs']} epochs after the "
+        "first):")
+  print(f"  cache=True {row['cached_ms_per_epoch']:.0f} ms, cache=False "
+        f"{row['uncached_ms_per_epoch']:.0f} ms: uncached / cached "
+        f"{row['uncached_over_cached']:.2f} (noise {row['noise']:.1%})")
+  return row
+
+
 def main(argv):
   del argv
   host_spls = check_flags()
@@ -316,56 +376,11 @@ def main(argv):
   with tempfile.TemporaryDirectory(prefix="trainer_benchmark_") as tmp:
     model_dir = os.path.join(tmp, "model_dir")
     if "sizes" in FLAGS.parts:
-      print(f"\nTrainer against fit (steps_per_execution = steps_per_loop = "
-            f"{steps_per_loop}), {FLAGS.rounds} interleaved chunks each:", flush=True)
-      rows = {}
-      for name in FLAGS.sizes:
-        size = SIZES[name]
-        rows[name] = bench_size(size, FLAGS.steps or size.steps, FLAGS.rounds,
-                                steps_per_loop, model_dir, strategy,
-                                FLAGS.distinct_batches, FLAGS.jit_compile)
-        timing.release()
-        print(f"  {name}: done", flush=True)
-      print(f"\n{'size':<32}{'trainer ms':>12}{'fit ms':>10}{'fit/trainer':>13}"
-            f"{'noise':>8}")
-      for name, row in rows.items():
-        label = f"{row['model']} {row['image_size']}px batch {row['batch_size']}"
-        print(f"{label:<32}{row['trainer_ms_per_step']:>12.1f}"
-              f"{row['fit_ms_per_step']:>10.1f}{row['fit_over_trainer']:>13.3f}"
-              f"{row['noise']:>8.1%}")
-      summary["sizes"] = rows
+      summary["sizes"] = run_sizes(model_dir, strategy, steps_per_loop)
     if "host" in FLAGS.parts:
-      rows = bench_host(host_spls, FLAGS.host_steps, FLAGS.host_rounds, model_dir,
-                        strategy, FLAGS.distinct_batches, FLAGS.jit_compile)
-      timing.release()
-      print("\nHost overhead a step (one Dense layer on 8x8x3, batch 8; "
-            f"{FLAGS.host_rounds} interleaved chunks each):")
-      print(f"{'steps_per_loop':<16}{'trainer ms':>12}{'loop alone':>12}{'fit ms':>10}"
-            f"{'fit/trainer':>13}{'noise':>8}")
-      for n, row in rows.items():
-        mark = " (default)" if n == default_spl else ""
-        print(f"{str(n) + mark:<16}{row['trainer_ms_per_step']:>12.3f}"
-              f"{row['loop_alone_ms_per_step']:>12.3f}{row['fit_ms_per_step']:>10.3f}"
-              f"{row['fit_over_trainer']:>13.3f}{row['noise']:>8.1%}")
-      print("(loop alone: TrainStep.loop without the host work that "
-            "Trainer.train_epoch does after every loop)")
-      summary["host"] = {str(n): row for n, row in rows.items()}
+      summary["host"] = run_host(host_spls, default_spl, model_dir, strategy)
     if "cache" in FLAGS.parts:
-      root = os.path.join(tmp, "images")
-      print(f"\nWriting {FLAGS.cache_images} JPEGs of {FLAGS.cache_jpeg_size}px ...",
-            flush=True)
-      write_jpegs(root, FLAGS.cache_images, FLAGS.cache_jpeg_size)
-      row = bench_cache(root, FLAGS.cache_image_size, FLAGS.cache_batch_size,
-                        FLAGS.cache_epochs)
-      row["jpeg_size"] = FLAGS.cache_jpeg_size
-      print(f"\nAn epoch of the training dataset ({row['images']} JPEGs of "
-            f"{FLAGS.cache_jpeg_size}px -> {row['image_size']}px, batch "
-            f"{row['batch_size']}, no model; median of {row['epochs']} epochs after the "
-            "first):")
-      print(f"  cache=True {row['cached_ms_per_epoch']:.0f} ms, cache=False "
-            f"{row['uncached_ms_per_epoch']:.0f} ms: uncached / cached "
-            f"{row['uncached_over_cached']:.2f} (noise {row['noise']:.1%})")
-      summary["cache"] = row
+      summary["cache"] = run_cache(tmp)
   timing.end_report(summary, FLAGS.output)
 
 

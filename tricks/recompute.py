@@ -95,26 +95,13 @@ def recompute(model, pattern, every=1):
   return recompute_segments(model, block_segments(model, pattern, every))
 
 
-def recompute_segments(model, segments):
-  """`model` (functional) rebuilt with each list of layer names one `Recompute` layer.
-
-  A segment may take and give any number of tensors; the layers keep their weights.
-  """
-  if not getattr(model, "_is_graph_network", False):
-    raise ValueError(f"recompute needs a functional Keras model; {model.name!r} is "
-                     f"a {type(model).__name__}")
-  segment_of = {name: i for i, names in enumerate(segments) for name in names}
-  nodes = [node for depth in sorted(model._nodes_by_depth, reverse=True)  # pylint: disable=protected-access
-           for node in model._nodes_by_depth[depth]]  # pylint: disable=protected-access
-
-  def node_outputs(node):
-    return tf.nest.flatten(node.outputs)
-
-  # Each segment's boundary: tensors it takes from outside, tensors used outside it.
+def _boundaries(model, nodes, segments, segment_of):
+  """Each segment's boundary: ({id(tensor): segment producing it}, the tensors each
+  segment takes from outside, the tensors of each segment used outside it)."""
   produced_in = {}
   for node in nodes:
     if node.layer.name in segment_of:
-      for tensor in node_outputs(node):
+      for tensor in tf.nest.flatten(node.outputs):
         produced_in[id(tensor)] = segment_of[node.layer.name]
   seg_inputs = [[] for _ in segments]
   seg_outputs = [[] for _ in segments]
@@ -134,6 +121,22 @@ def recompute_segments(model, segments):
   for tensor in tf.nest.flatten(model.outputs):
     if id(tensor) in produced_in:
       add(seg_outputs[produced_in[id(tensor)]], tensor)
+  return produced_in, seg_inputs, seg_outputs
+
+
+def recompute_segments(model, segments):
+  """`model` (functional) rebuilt with each list of layer names one `Recompute` layer.
+
+  A segment may take and give any number of tensors; the layers keep their weights.
+  """
+  if not getattr(model, "_is_graph_network", False):
+    raise ValueError(f"recompute needs a functional Keras model; {model.name!r} is "
+                     f"a {type(model).__name__}")
+  segment_of = {name: i for i, names in enumerate(segments) for name in names}
+  nodes = [node for depth in sorted(model._nodes_by_depth, reverse=True)  # pylint: disable=protected-access
+           for node in model._nodes_by_depth[depth]]  # pylint: disable=protected-access
+
+  produced_in, seg_inputs, seg_outputs = _boundaries(model, nodes, segments, segment_of)
 
   wrappers = []
   for i, (ins, outs) in enumerate(zip(seg_inputs, seg_outputs)):
@@ -158,7 +161,7 @@ def recompute_segments(model, segments):
     if node.is_input or node.layer.name in segment_of:
       continue
     outputs = node.layer(*rewire(node.call_args), **rewire(node.call_kwargs))
-    for old, new in zip(node_outputs(node), tf.nest.flatten(outputs)):
+    for old, new in zip(tf.nest.flatten(node.outputs), tf.nest.flatten(outputs)):
       mapped[id(old)] = new
   outputs = tf.nest.map_structure(resolve, model.outputs)
   if len(outputs) == 1 and not isinstance(model.output, (list, tuple)):

@@ -69,18 +69,30 @@ VARIANTS = {
 }
 
 
-def nf_block(x, in_ch, out_ch, *, stride, beta, alpha, group_size, expansion,
-             se_ratio, activation, stochdepth_rate, name):
+@dataclasses.dataclass(frozen=True)
+class BlockSettings:
+  """What every block of one NFNet shares (the paper's alpha, group width, bottleneck
+  expansion, squeeze-excite ratio, activation)."""
+  alpha: float
+  group_size: int
+  expansion: float
+  se_ratio: float
+  activation: str
+
+
+def nf_block(x, in_ch, out_ch, settings, *, stride, beta, stochdepth_rate, name):
   """One NFNet bottleneck block (paper figure 4); returns its output tensor."""
   layers = tf_keras.layers
-  width = int(out_ch * expansion)
+  group_size = settings.group_size
+  width = int(out_ch * settings.expansion)
   groups = width // group_size
   if groups < 1:
     raise ValueError(f"{name}: bottleneck width {width} is below group size {group_size}")
   width = group_size * groups
 
   def act(t, suffix):
-    return signal_propagation.ScaledActivation(activation, name=f"{name}/act_{suffix}")(t)
+    return signal_propagation.ScaledActivation(settings.activation,
+                                               name=f"{name}/act_{suffix}")(t)
 
   def conv(t, filters, kernel, conv_name, strides=1, groups=1):
     return ws_conv.WSConv2D(filters, kernel, strides=strides, padding="same",
@@ -99,11 +111,11 @@ def nf_block(x, in_ch, out_ch, *, stride, beta, alpha, group_size, expansion,
   y = conv(act(y, "1"), width, 3, "conv1b", groups=groups)
   y = conv(act(y, "1b"), out_ch, 1, "conv2")
   y = layers.Multiply(name=f"{name}/se_scale")(
-      [y, squeeze_excite(y, out_ch, se_ratio, name=f"{name}/squeeze_excite")])
+      [y, squeeze_excite(y, out_ch, settings.se_ratio, name=f"{name}/squeeze_excite")])
   if stochdepth_rate > 0.0:
     y = stochastic_depth.StochasticDepth(stochdepth_rate, name=f"{name}/stoch_depth")(y)
   y = signal_propagation.SkipGain(name=f"{name}/skip_gain")(y)
-  y = layers.Rescaling(alpha, name=f"{name}/alpha")(y)
+  y = layers.Rescaling(settings.alpha, name=f"{name}/alpha")(y)
   return layers.Add(name=f"{name}/residual")([shortcut, y])
 
 
@@ -156,6 +168,7 @@ def nfnet(variant="F0", num_classes=1000, input_shape=None, *,
   ch = int(spec.widths[0] * width) // 2
   x = stem(inputs, spec.stem_widths, ch, activation)
 
+  settings = BlockSettings(alpha, spec.group_size, expansion, se_ratio, activation)
   num_blocks = sum(spec.depths)
   index = 0
   expected_std = 1.0
@@ -164,10 +177,8 @@ def nfnet(variant="F0", num_classes=1000, input_shape=None, *,
     for block in range(depth):
       out_ch = int(stage_width * width)
       x = nf_block(
-          x, ch, out_ch, stride=stride if block == 0 else 1,
-          beta=1.0 / expected_std, alpha=alpha, group_size=spec.group_size,
-          expansion=expansion, se_ratio=se_ratio, activation=activation,
-          stochdepth_rate=stochdepth_rate * index / num_blocks,
+          x, ch, out_ch, settings, stride=stride if block == 0 else 1,
+          beta=1.0 / expected_std, stochdepth_rate=stochdepth_rate * index / num_blocks,
           name=f"nf_block_{index}")
       ch = out_ch
       index += 1
