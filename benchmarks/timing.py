@@ -13,7 +13,7 @@ import tf_keras
 from recipes import experiment
 from recipes import losses
 from recipes import schedules
-from recipes import trainer as trainer_lib
+from recipes import build as build_lib
 from recipes.data import digits
 from recipes.data import pipeline as pipeline_lib
 
@@ -29,7 +29,7 @@ def default_steps_per_loop():
 
 def build_trainer(model_fn, image_size, batch_size, steps_per_loop, model_dir, strategy,
                   jit_compile=False, mixed_precision=None):
-  """The trainer (`recipes.trainer.build`) of `model_fn` on the digits."""
+  """The built run (`recipes.build.build`) of `model_fn` on the digits."""
   task, optimization, runtime = experiment.split(
       data=digits.digits, model=model_fn,
       pipeline=functools.partial(pipeline_lib.InputPipeline, batch_size=batch_size,
@@ -40,7 +40,7 @@ def build_trainer(model_fn, image_size, batch_size, steps_per_loop, model_dir, s
                                       warmup_epochs=1),
       epochs=10, seed=SEED, steps_per_loop=steps_per_loop, jit_compile=jit_compile,
       mixed_precision=mixed_precision, deterministic_ops=False)
-  return trainer_lib.build(model_dir, strategy, task, optimization, runtime)
+  return build_lib.build(model_dir, strategy, task, optimization, runtime)
 
 
 def materialised_batches(trainer, count):

@@ -7,7 +7,7 @@ Three parts, each in this one process:
 
 - Step time at three sizes (NFNet-nano 16px batch 8, NFNet-nano 32px batch 32,
   ResNet-50 64px batch 32), trained on the embedded digits. For each size the
-  trainer is built with `recipes.trainer.build` (SGD with momentum, warm-up + cosine,
+  trainer is built with `recipes.build.build` (SGD with momentum, warm-up + cosine,
   cross-entropy) and a second copy of the model, with the same weights, optimizer
   type and configuration and the same loss function, is compiled for `fit` with
   `steps_per_execution` equal to the trainer's `steps_per_loop`. Both read the same

@@ -7,7 +7,7 @@ In one process:
 
 - This machine's matrix-multiply rate (a 2048^2 by 2048^2 `tf.linalg.matmul`,
   2 n^3 FLOPs, median of `--matmul_reps`), float32 and bfloat16: the yardstick.
-- Training, through the project's trainer (`recipes.trainer.build`, as
+- Training, through the project's trainer (`recipes.build.build`, as
   //benchmarks:trainer builds it: SGD with momentum, cross-entropy, 10 classes, the
   embedded digits resized and held in memory), each model family at a CPU-sized input
   (`CASES`), in three variants: float32, float32 with XLA (`Runtime.jit_compile`), and

@@ -23,7 +23,6 @@ operative_config.gin names it); stage 2's `Task.model_transforms` must contain
 `@zoo.load_stage1` (see zoo/decoupled.py and recipes/configs/runs/decoupled*.gin).
 """
 
-import contextlib
 import os
 import time
 
@@ -31,12 +30,15 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from recipes import build as build_lib
 from recipes import checks
 from recipes import experiment
+from recipes import finish as finish_lib
+from recipes import lifecycle
 from recipes import report
-from recipes import run_lock
+from recipes import strategies
+from recipes import train_step
 from recipes import trainer
-from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
 from tricks import tau_norm as tau_norm_lib
 from zoo import decoupled as decoupled_zoo
@@ -86,33 +88,13 @@ def retrain_classifier(model_dir, strategy):
 
 def _features(t, split):
   """(features [n, d] float64, labels [n]) of the validation examples (split
-  'validation') or the test split through the head's input, gathered from every
-  replica."""
-  features_of = decoupled_zoo.feature_model(t.model)
-  strategy = t.strategy
-
-  def replica(images, labels):
-    return tf.cast(features_of(images, training=False), tf.float32), labels
-
-  @tf.function
-  def step(batch):
-    features, labels = strategy.run(replica, args=batch)
-    return strategy.gather(features, axis=0), strategy.gather(labels, axis=0)
-
-  # As Trainer.predict: the validation examples are indices into the training split's
-  # hold-out, or into the source's own validation split.
-  indices = t.data.validation if split == "validation" else None
-  name = getattr(t.data, "validation_split", "train") if split == "validation" else "test"
-  dataset = strategy.distribute_datasets_from_function(
-      lambda context: t.pipeline.eval_dataset(t.data.source, name, indices, context))
-  features, labels = [], []
-  for batch in dataset:
-    f, l = step(batch)
-    features.append(f.numpy())
-    labels.append(l.numpy())
-  labels = np.concatenate(labels)
-  keep = labels != pipeline_lib.PAD_LABEL
-  return np.concatenate(features)[keep].astype(np.float64), labels[keep]
+  'validation') or the test split through the head's input (Trainer.predict's split
+  and gathering)."""
+  features_of = decoupled_zoo.feature_model(t.built.model)
+  evaluator = train_step.EvalStep(t.built.strategy, features_of,
+                                  output=lambda features: tf.cast(features, tf.float32))
+  labels, features = t.predict(split, evaluator)
+  return features.astype(np.float64), labels
 
 
 @gin.configurable(denylist=["model_dir", "strategy"])
@@ -123,46 +105,43 @@ def tau_normalized_classifier(model_dir, strategy, tau=None, grid=tau_norm_lib.G
   saved as checkpoints/ckpt-0, and the run's report written as a trained run's is,
   with `tau_norm` (tau, how it was chosen, the validation sweep) in metrics.json."""
   began = time.time()
-  t = trainer.build(model_dir, strategy, _task_with_load(),
-                    checks.construct("Optimization", experiment.Optimization),
-                    checks.construct("Runtime", experiment.Runtime))
-  chief = trainer.is_chief(strategy)
-  with run_lock.acquire(model_dir) if chief else contextlib.nullcontext():
-    finished = trainer.finished_report(model_dir)
-    if finished is not None:
-      print(f"{model_dir} holds a finished run: its report (metrics.json) is left as it "
-            "was", flush=True)
-      return finished
-    if chief:
-      report.write_text(os.path.join(model_dir, "config.gin"), t.config_text)
-    head = decoupled_zoo.head_of(t.model)
-    kernel = head.kernel.numpy()
-    scores = None
-    if tau is None:
-      if not len(t.data.validation):
-        raise ConfigError("tau_normalized_classifier chooses tau on a validation split: "
-                          "set Task.validation_per_class (e.g. 5), or fix "
-                          "tau_normalized_classifier.tau")
-      features, labels = _features(t, "validation")
-      tau, scores = tau_norm_lib.choose_tau(features, labels, kernel, grid)
-    print(f"tau-normalised classifier: tau = {tau:g}" + (
-        f" (best validation balanced accuracy {max(scores.values()):.4f} over "
-        f"{len(scores)} values)" if scores else " (given)"), flush=True)
-    decoupled_zoo.tau_normalize(t.model, tau)
-    books = trainer.Bookkeeping(t)
-    t.books = books
-    try:
-      books.save(0)
-      metrics = trainer.finish(t, trainer.Record(0, 0, None, time.time() - began))
-      metrics.update(epochs=0, epochs_trained=0, steps=0, tau_norm={
-          "tau": float(tau), "chosen_on": "validation" if scores else "given",
-          "validation_balanced_accuracy": (
-              {f"{k:g}": v for k, v in scores.items()} if scores else None)})
-      if chief:
-        report.write_json(os.path.join(model_dir, "metrics.json"), metrics)
-      return metrics
-    finally:
-      books.close()
+  built = build_lib.build(model_dir, strategy, _task_with_load(),
+                          checks.construct("Optimization", experiment.Optimization),
+                          checks.construct("Runtime", experiment.Runtime))
+  t = trainer.Trainer(built)
+
+  def normalize(run_dir):
+    chosen, scores = _choose_tau(t, tau, grid)
+    decoupled_zoo.tau_normalize(built.model, chosen)
+    run_dir.checkpoints.save(0)
+    metrics = finish_lib.finish(t, run_dir, trainer.Record(
+        last_epoch=0, final_train_loss=None, seconds=time.time() - began))
+    metrics.update(epochs=0, epochs_trained=0, steps=0, tau_norm={
+        "tau": float(chosen), "chosen_on": "validation" if scores else "given",
+        "validation_balanced_accuracy": (
+            {f"{k:g}": v for k, v in scores.items()} if scores else None)})
+    if run_dir.chief:
+      report.write_json(os.path.join(model_dir, "metrics.json"), metrics)
+    return metrics
+
+  return lifecycle.run(built, normalize)
+
+
+def _choose_tau(t, tau, grid):
+  """(tau, validation sweep or None): the given tau, or the grid's best on validation."""
+  scores = None
+  if tau is None:
+    if not len(t.built.data.validation):
+      raise ConfigError("tau_normalized_classifier chooses tau on a validation split: "
+                        "set Task.validation_per_class (e.g. 5), or fix "
+                        "tau_normalized_classifier.tau")
+    features, labels = _features(t, "validation")
+    kernel = decoupled_zoo.head_of(t.built.model).kernel.numpy()
+    tau, scores = tau_norm_lib.choose_tau(features, labels, kernel, grid)
+  print(f"tau-normalised classifier: tau = {tau:g}" + (
+      f" (best validation balanced accuracy {max(scores.values()):.4f} over "
+      f"{len(scores)} values)" if scores else " (given)"), flush=True)
+  return tau, scores
 
 
 STAGE1_WEIGHTS = ("final", "best")
@@ -203,7 +182,7 @@ def decoupled(model_dir, strategy, stage2=gin.REQUIRED, stage1_checkpoint=None,
     gin.bind_parameter(LOAD_BINDING, checkpoint)
   with gin.config_scope(STAGE2):
     metrics = stage2(os.path.join(model_dir, STAGE2), strategy)
-  if trainer.is_chief(strategy):
+  if strategies.is_chief(strategy):
     headline = checks.METRICS
     report.write_json(os.path.join(model_dir, "decoupled.json"), {
         "stage1_checkpoint": checkpoint,

@@ -7,12 +7,16 @@ The handler only records the request; the trainer looks at it between inner loop
 mid-epoch, and exits with status 143 (errors.EXIT_PREEMPTED), which schedulers retry.
 The same idea as tf.distribute's PreemptionCheckpointHandler: in a multi-worker job
 the workers agree on the stop through one all-reduce of a flag between inner loops
-(trainer.stop_requested), so all save at the same step.
+(`stop_requested`), so all save at the same step.
 """
 
 import os
 import signal
 import threading
+
+import tensorflow as tf
+
+from recipes.errors import Preempted
 
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -52,3 +56,33 @@ class Notice:
       signal.signal(signum, previous)
     self._previous = {}
     return False
+
+
+def stop_requested(strategy, notice):
+  """A function telling whether the run is asked to stop: this process's `notice`, or
+  in a multi-worker job any worker's (one all-reduce of a flag, asked between inner
+  loops), so every worker saves at the same step and exits (tf.distribute's
+  PreemptionCheckpointHandler's idea: a worker that saved alone would wait forever for
+  the others)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  workers = sum(len(tasks) for kind, tasks in resolver.cluster_spec().as_dict().items()
+                if kind in ("chief", "worker")) if resolver is not None else 1
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or workers < 2:
+    return lambda: notice.requested
+
+  def any_worker():
+    flag = tf.constant(1.0 if notice.requested else 0.0)
+    flags = strategy.run(lambda: tf.identity(flag))
+    return float(strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None)) > 0
+
+  return any_worker
+
+
+def preempted(notice, saved, epoch, step_in_epoch, steps_per_epoch):
+  """The Preempted error after the checkpoint `saved` at (`epoch`, `step_in_epoch`)."""
+  name = ("SIGTERM on another worker" if notice.signal is None
+          else signal.Signals(notice.signal).name)
+  by_hand = notice.signal == signal.SIGINT
+  return Preempted(f"{'interrupted' if by_hand else 'preempted'} ({name}) at epoch "
+                   f"{epoch + 1}, step {step_in_epoch} of {steps_per_epoch}: saved "
+                   f"{saved}; rerun the same command to resume from it", by_hand)

@@ -93,3 +93,15 @@ def slurm_resolver():
   return tf.distribute.cluster_resolver.SlurmClusterResolver(
       gpus_per_node=int(os.environ.get("SLURM_GPUS_ON_NODE", "0") or 0),
       auto_set_gpu=False)
+
+
+def is_chief(strategy):
+  """Whether this worker writes the run's outputs (multi-worker: the chief, or worker
+  0 when there is no chief)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not resolver.task_type:
+    return True
+  spec = resolver.cluster_spec().as_dict()
+  if "chief" in spec:
+    return resolver.task_type == "chief"
+  return resolver.task_type == "worker" and resolver.task_id == 0

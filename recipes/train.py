@@ -203,7 +203,7 @@ def main(argv):
   headline = checks.METRICS + ("base_lr", "max_lr")
   summary = ", ".join(f"{k} {metrics[k]:.4g}" for k in headline
                       if metrics.get(k) is not None)
-  if not trainer.is_chief(strategy):
+  if not strategies.is_chief(strategy):
     print(f"\n{summary}\nThis worker is done; the chief writes the report in {model_dir}")
     return
   written = sorted(n for n in os.listdir(model_dir) if not n.startswith("."))

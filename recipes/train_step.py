@@ -160,14 +160,16 @@ class TrainStep:
 class EvalStep:
   """Predictions of a padded evaluation dataset, gathered from every replica."""
 
-  def __init__(self, strategy, model):
+  def __init__(self, strategy, model, output=None):
+    """`output(model outputs)`: what `predict` returns of each example (default: the
+    predicted class, the argmax of the logits)."""
     self.strategy = strategy
     self.model = model
+    self.output = output or (lambda logits: tf.argmax(logits, axis=-1, output_type=tf.int32))
     self._step = tf.function(self._distributed_step)
 
   def _replica_step(self, images, labels):
-    logits = self.model(images, training=False)
-    return tf.argmax(logits, axis=-1, output_type=tf.int32), labels
+    return self.output(self.model(images, training=False)), labels
 
   def _distributed_step(self, batch):
     predictions, labels = self.strategy.run(self._replica_step, args=batch)
@@ -175,7 +177,7 @@ class EvalStep:
             self.strategy.gather(labels, axis=0))
 
   def predict(self, dataset_fn, pad_label):
-    """(labels, predictions) over the per-replica batches of `dataset_fn(input_context)`
+    """(labels, outputs) over the per-replica batches of `dataset_fn(input_context)`
     (`distribute_datasets_from_function`), gathered from every replica of every worker,
     padding examples removed."""
     all_predictions, all_labels = [], []

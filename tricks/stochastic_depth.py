@@ -7,7 +7,7 @@ In training each example's residual branch is kept with probability 1 - rate:
 and divided by 1 - rate only when `scale_by_keep` (NFNets do not rescale; DeepMind's
 nfnets/base.py StochDepth). Identity at inference. The random stream is Keras's
 layer generator, as for `Dropout`; Keras keeps it out of checkpoints, so a trainer
-that wants exact resumption saves it itself (recipes/trainer.py does).
+that wants exact resumption saves it itself (recipes/checkpoints.py does).
 """
 
 import tensorflow as tf

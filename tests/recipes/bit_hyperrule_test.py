@@ -12,6 +12,7 @@ import tf_keras
 from recipes import bit_hyperrule
 from recipes import configurables  # pylint: disable=unused-import  (Gin names)
 from recipes import experiment
+from recipes import build
 from recipes import trainer
 from recipes.data import pipeline
 from recipes.data import source as source_lib
@@ -83,23 +84,22 @@ class BitHyperRuleTest(tf.test.TestCase, parameterized.TestCase):
         "big", [str(c) for c in range(10)], labels, labels[:10],
         lambda split, indices: tf.data.Dataset.from_tensor_slices((images, labels[:1])))
     feed = pipeline.InputPipeline(batch_size=64, image_size=8)
-    data = trainer.Data(big, np.arange(20_000), np.zeros([0], np.int64), np.bincount(labels))
+    data = build.Data(big, np.arange(20_000), np.zeros([0], np.int64), np.bincount(labels))
     optimization = experiment.Optimization(hyperrule=bit_hyperrule.BitHyperRule())
-    overrides, steps, learning_rate, notes, derived = trainer.plan_run(
-        optimization, experiment.Runtime(), data, feed)
-    self.assertEqual(steps, 10_000)
-    self.assertEqual(overrides, dict(train_resize=160, image_size=128, eval_image_size=128,
+    plan = build.plan_run(optimization, experiment.Runtime(), data, feed)
+    self.assertEqual(plan.steps, 10_000)
+    self.assertEqual(plan.pipeline, dict(train_resize=160, image_size=128, eval_image_size=128,
                                      mixup_alpha=0.1))
-    self.assertEqual(derived["Runtime.steps"], 10_000)
-    self.assertEqual(derived["InputPipeline.image_size"], 128)
+    self.assertEqual(plan.derived["Runtime.steps"], 10_000)
+    self.assertEqual(plan.derived["InputPipeline.image_size"], 128)
     self.assertEqual(feed.image_size, 8)  # the Gin-built pipeline is left as built
-    schedule = learning_rate(total_steps=123, steps_per_epoch=1)
+    schedule = plan.learning_rate(total_steps=123, steps_per_epoch=1)
     self.assertAllClose(float(schedule(5000)), 0.003 * 64 / 512 / 10)  # past 3000 only
-    self.assertIn("20000 examples (medium) -> 10000 steps", notes[0])
+    self.assertIn("20000 examples (medium) -> 10000 steps", plan.notes[0])
     # A recipe with CutMix keeps its own mixing.
-    overrides, *_ = trainer.plan_run(optimization, experiment.Runtime(), data,
-                                     pipeline.InputPipeline(batch_size=64, cutmix_alpha=1.0))
-    self.assertNotIn("mixup_alpha", overrides)
+    plan = build.plan_run(optimization, experiment.Runtime(), data,
+                          pipeline.InputPipeline(batch_size=64, cutmix_alpha=1.0))
+    self.assertNotIn("mixup_alpha", plan.pipeline)
 
   def test_operative_config_holds_what_the_run_used(self):
     gin.clear_config()
@@ -126,8 +126,10 @@ class BitHyperRuleTest(tf.test.TestCase, parameterized.TestCase):
 
     def train_epoch(self, epoch, *args, **kwargs):
       done = original(self, epoch, *args, **kwargs)
-      used.update(image_size=self.pipeline.image_size, train_resize=self.pipeline.train_resize,
-                  rate=float(self.optimizer.learning_rate))
+      built = self.built
+      used.update(image_size=built.pipeline.image_size,
+                  train_resize=built.pipeline.train_resize,
+                  rate=float(built.optimizer.learning_rate))
       return done
 
     model_dir = os.path.join(self.get_temp_dir(), "run")

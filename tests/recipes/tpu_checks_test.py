@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from recipes import checks
 from recipes import experiment
-from recipes import trainer
+from recipes import build
 from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
 from tests.recipes.data import pipeline_test
@@ -18,7 +18,7 @@ EIGHT_CORES = types.SimpleNamespace(num_replicas_in_sync=8)  # a v3-8 / v4-8's r
 
 def toy_data():
   source, _ = pipeline_test.toy_source(n_train=40, n_test=13)
-  return trainer.Data(source, np.arange(30), np.arange(30, 40),
+  return build.Data(source, np.arange(30), np.arange(30, 40),
                       np.bincount(source.train_labels[:30], minlength=3))
 
 
@@ -28,7 +28,7 @@ class TpuChecksTest(tf.test.TestCase):
     pipeline = pipeline_lib.InputPipeline(batch_size=16, image_size=8,
                                           random_crop_padding=2, mixup_alpha=0.2)
     runtime = experiment.Runtime(mixed_precision="mixed_bfloat16", steps_per_loop=50)
-    self.assertEqual(trainer.tpu_checks(EIGHT_CORES, runtime, pipeline, toy_data()),
+    self.assertEqual(build.tpu_checks(EIGHT_CORES, runtime, pipeline, toy_data()),
                      ["TPU: 2 examples a replica is not a multiple of 8; XLA pads the "
                       "batch dimension, so a multiple of 8 (128 ideally) wastes nothing"])
 
@@ -36,9 +36,9 @@ class TpuChecksTest(tf.test.TestCase):
     pipeline = pipeline_lib.InputPipeline(batch_size=64, image_size=8)
     with self.assertRaisesRegex(ConfigError, "set Runtime.mixed_precision = "
                                 "'mixed_bfloat16'"):
-      trainer.tpu_checks(EIGHT_CORES, experiment.Runtime(mixed_precision="mixed_float16"),
+      build.tpu_checks(EIGHT_CORES, experiment.Runtime(mixed_precision="mixed_float16"),
                          pipeline, toy_data())
-    advice = trainer.tpu_checks(EIGHT_CORES, experiment.Runtime(), pipeline, toy_data())
+    advice = build.tpu_checks(EIGHT_CORES, experiment.Runtime(), pipeline, toy_data())
     self.assertLen(advice, 1)
     self.assertIn("steps_per_loop = 1", advice[0])
 

@@ -65,9 +65,10 @@ class TrainerFinetuneTest(tf.test.TestCase):
 
     def train_epoch(self, epoch, *args, **kwargs):
       done = original(self, epoch, *args, **kwargs)
-      seen.append((epoch, weights(self.model),
-                   float(self.optimizer.learning_rate),
-                   len(self.model.trainable_variables)))
+      built = self.built
+      seen.append((epoch, weights(built.model),
+                   float(built.optimizer.learning_rate),
+                   len(built.model.trainable_variables)))
       return done
 
     with mock.patch.object(trainer.Trainer, "train_epoch", train_epoch):

@@ -12,6 +12,7 @@ import tf_keras
 
 from recipes import experiment
 from recipes import losses
+from recipes import build
 from recipes import trainer
 from recipes.data import digits
 from recipes.data import long_tail
@@ -126,7 +127,7 @@ class TrainerTest(tf.test.TestCase):
                         dropout=0.0, stochdepth_rate=0.0)
     tf.train.Checkpoint(model=model).read(
         tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))).expect_partial()
-    used, _ = trainer.resolve_pipeline(pipe, {}, model, None)  # as the run resolved it
+    used, _ = build.resolve_pipeline(pipe, {}, model, None)  # as the run resolved it
     want = model(tf.stack([used.eval_image(i) for i in images]), training=False)
     self.assertAllClose(served["logits"], want, rtol=1e-4, atol=1e-4)
 
@@ -172,16 +173,16 @@ class TrainerTest(tf.test.TestCase):
     original = trainer.Trainer.predict
     seen = {}
 
-    def spy(self, split="test"):
-      seen["evaluated"] = self.model.get_layer("logits").kernel.numpy()
+    def spy(self, split="test", evaluator=None):
+      seen["evaluated"] = self.built.model.get_layer("logits").kernel.numpy()
       seen["trainer"] = self
-      return original(self, split)
+      return original(self, split, evaluator)
 
     with mock.patch.object(trainer.Trainer, "predict", spy):
       run(model_dir, epochs=1, eval_every_epochs=0,
           optimizer=functools.partial(tf_keras.optimizers.SGD, momentum=0.9, use_ema=True,
                                       ema_momentum=0.9))
-    model, optimizer = seen["trainer"].model, seen["trainer"].optimizer
+    model, optimizer = seen["trainer"].built.model, seen["trainer"].built.optimizer
     trained = model.get_layer("logits").kernel.numpy()
     averages = [v.numpy() for v in optimizer.variables
                 if re.search(r"(^|/)average/", v.name) and v.shape == trained.shape]

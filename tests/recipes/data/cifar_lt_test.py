@@ -19,7 +19,7 @@ import tensorflow_datasets as tfds
 
 from recipes import configurables  # pylint: disable=unused-import
 from recipes import experiment
-from recipes import trainer
+from recipes import build
 from recipes.data import cifar_lt
 from recipes.data import cifar_python
 from recipes.errors import ConfigError
@@ -192,7 +192,7 @@ class CifarLtTest(tf.test.TestCase, parameterized.TestCase):
     task = experiment.Task(
         data=lambda: cifar_python.cifar_python(path=self.archives["cifar10"], md5=None),
         long_tail=cifar_lt.CaoLongTail(rho=10, seed=0), model=None)
-    data = trainer.load_data(task, seed=5)  # the run's seed does not move the split
+    data = build.load_data(task, seed=5)  # the run's seed does not move the split
     targets = read_targets(self.files["cifar10"], "cifar10")
     expected = their_selection(targets, their_counts(600, 10, 0.1), 0)
     self.assertAllEqual(data.train, np.sort(expected))

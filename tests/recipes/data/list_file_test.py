@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from recipes import configurables  # pylint: disable=unused-import
 from recipes import experiment
-from recipes import trainer
+from recipes import build
 from recipes.data import list_file
 from recipes.data import pipeline
 from recipes.errors import ConfigError
@@ -114,7 +114,7 @@ class ListFileTest(tf.test.TestCase, parameterized.TestCase):
     """Liu et al.'s validation list is the run's validation split (best checkpoint,
     early stopping, post-hoc tau), not a hold-out of the training list."""
     task = experiment.Task(data=self.source, model=None)
-    data = trainer.load_data(task, seed=0)
+    data = build.load_data(task, seed=0)
     self.assertEqual(data.validation_split, "validation")
     self.assertAllEqual(data.validation, np.arange(6))
     self.assertAllEqual(data.counts, [5, 3, 1])
@@ -125,7 +125,7 @@ class ListFileTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(labels, [0, 1, 2, 0, 1, 2, -1, -1])  # list order, padded
     with self.assertRaisesRegex(ConfigError, "has its own validation split \\(6 examples\\); "
                                 "drop Task.validation_per_class"):
-      trainer.load_data(experiment.Task(data=self.source, model=None,
+      build.load_data(experiment.Task(data=self.source, model=None,
                                         validation_per_class=1), seed=0)
 
   def test_missing_list(self):

@@ -1,0 +1,311 @@
+"""A run built from its settings: `build(model_dir, strategy, task, optimization,
+runtime)` validates every setting and constructs the data, model, optimizer, loss and
+step functions, and returns them as a `Built`. It writes nothing, and every ConfigError
+a run can raise before training comes from here. A rule that derives settings
+(BiT-HyperRule) returns a `Plan` that is applied before anything it affects is built.
+"""
+
+import dataclasses
+import inspect
+from typing import Any, Callable, Dict, List, Optional
+
+import gin
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from recipes import checks
+from recipes import experiment
+from recipes import phases as phases_lib
+from recipes import train_step
+from recipes.data import pipeline as pipeline_lib
+from recipes.data import source as source_lib
+from recipes.errors import ConfigError
+from tricks import layer_lr
+from zoo import finetune
+from zoo import nfnet_checkpoint
+from zoo import pretrained
+from zoo import registry
+
+MODEL_ERRORS = (pretrained.WeightsError, finetune.CheckpointError,
+                nfnet_checkpoint.ConversionError)
+
+
+@dataclasses.dataclass
+class Data:
+  """The run's data: source, training indices into its training split, validation
+  indices into `validation_split` (the training split's hold-out, or the source's own
+  "validation" split, e.g. Liu et al.'s list), and the training class counts."""
+  source: Any
+  train: np.ndarray
+  validation: np.ndarray
+  counts: np.ndarray
+  validation_split: str = "train"
+
+
+@dataclasses.dataclass
+class Length:
+  """How long the run is, and its phases placed in it."""
+  epochs: int
+  steps_per_epoch: int
+  total_steps: int
+  spans: List[phases_lib.Span]
+  phased: bool  # phases were given: layers are frozen / unfrozen by them
+
+
+@dataclasses.dataclass
+class Plan:
+  """The settings a rule derives (BiT-HyperRule), or the run's own when it has none."""
+  pipeline: Dict[str, Any]  # InputPipeline fields the rule sets
+  steps: Optional[int]  # Runtime.steps (None: the run is measured in epochs)
+  learning_rate: Callable  # builder: (total_steps, steps_per_epoch) -> rate or schedule
+  notes: List[str] = dataclasses.field(default_factory=list)
+  derived: Dict[str, Any] = dataclasses.field(default_factory=dict)  # binding -> value
+
+
+@dataclasses.dataclass
+class Optimizing:
+  """The optimizer (slots built), its learning rate, and the per-layer-group rates."""
+  optimizer: tf_keras.optimizers.Optimizer
+  schedule: Any  # a number, or a schedule of the global step
+  layer_rates: Optional[layer_lr.LayerLearningRates] = None
+  notes: List[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Built:
+  """Everything a run uses, constructed and validated (the trainer's input)."""
+  model_dir: str
+  strategy: tf.distribute.Strategy
+  task: experiment.Task
+  optimization: experiment.Optimization
+  runtime: experiment.Runtime
+  data: Data
+  pipeline: pipeline_lib.InputPipeline
+  model: tf_keras.Model
+  optimizer: tf_keras.optimizers.Optimizer
+  schedule: Any  # the learning rate: a number, or a schedule of the global step
+  step: train_step.TrainStep
+  evaluator: train_step.EvalStep
+  length: Length
+  derived: Dict[str, Any]  # Gin binding -> value that build derived (card, plan)
+  notes: List[str]
+  config_text: str  # the Gin config the run was started with (config.gin)
+
+
+def set_up_runtime(runtime):
+  """Seeds, op determinism and the precision policy, before anything is built."""
+  checks.runtime(runtime)
+  tf_keras.backend.experimental.enable_tf_random_generator()
+  tf_keras.utils.set_random_seed(runtime.seed)
+  if runtime.deterministic_ops:
+    tf.config.experimental.enable_op_determinism()
+  tf_keras.mixed_precision.set_global_policy(runtime.mixed_precision or "float32")
+
+
+def load_data(task, seed):
+  """The source, its validation examples (the source's own validation split, or a
+  balanced hold-out drawn with `seed` before the long-tail draw), the training draw
+  and its class counts."""
+  source = checks.construct("Task.data", task.data)
+  pool = np.arange(len(source.train_labels))
+  validation = np.zeros([0], np.int64)
+  given = getattr(source, "validation_labels", None)
+  split = "train"
+  if given is not None:
+    if task.validation_per_class:
+      raise ConfigError(f"{source.name} has its own validation split ({len(given)} "
+                        "examples); drop Task.validation_per_class, or the source's "
+                        "validation list")
+    validation, split = np.arange(len(given)), "validation"
+  elif task.validation_per_class:
+    pool, validation = source_lib.balanced_holdout(
+        source.train_labels, task.validation_per_class, seed, "Task.validation_per_class")
+  train = pool
+  if task.long_tail:
+    train = pool[task.long_tail.select(source.train_labels[pool], source.num_classes)]
+  counts = np.bincount(source.train_labels[train], minlength=source.num_classes)
+  return Data(source=source, train=train, validation=validation, counts=counts,
+              validation_split=split)
+
+
+def plan_run(optimization, runtime, data, base_pipeline):
+  """The hyperrule's plan, if the run has one, else the run's own settings."""
+  rule = optimization.hyperrule
+  if rule is None:
+    return Plan(pipeline={}, steps=runtime.steps, learning_rate=optimization.learning_rate)
+  if optimization.phases:
+    raise ConfigError("Optimization.hyperrule sets one schedule for the whole run; it does "
+                      "not combine with Optimization.phases (set HEAD_EPOCHS = 0)")
+  first = next(iter(data.source.make_dataset("train", data.train[:1])))
+  height, width = (int(d) for d in first[0].shape[:2])
+  plan = rule.plan(len(data.train), height, width, base_pipeline.batch_size,
+                   cutmix=bool(base_pipeline.cutmix_alpha))
+  derived = {f"InputPipeline.{k}": v for k, v in plan.pipeline.items()}
+  derived["Runtime.steps"] = plan.steps
+
+  def learning_rate(total_steps, steps_per_epoch):
+    del total_steps, steps_per_epoch
+    return plan.learning_rate
+
+  return Plan(pipeline=dict(plan.pipeline), steps=plan.steps, learning_rate=learning_rate,
+              notes=[plan.note], derived=derived)
+
+
+def resolve_pipeline(base, overrides, model, card, full_frame=False):
+  """The pipeline used: the Gin-built one with the plan's fields and, where still
+  unset, the model card's; returns (pipeline, derived bindings)."""
+  height, width = model.input_shape[1:3]
+  model_size = height if height is not None and height == width else None
+  pipeline = base.replace(**overrides)
+  try:
+    pipeline, taken = pipeline.with_card(card or pipeline.plain_card(model_size), model_size,
+                                         full_frame)
+    pipeline.check()
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
+  return pipeline, {f"InputPipeline.{k}": v for k, v in taken.items()}
+
+
+def build_model(task, class_counts):
+  """The model with its transforms, and its zoo card (None outside the zoo). A transform
+  with a `class_counts` parameter gets the training split's counts (as losses do)."""
+  try:
+    model = checks.construct("Task.model", task.model)
+  except MODEL_ERRORS as e:
+    raise ConfigError(str(e)) from None
+  card = registry.card_of(model)
+  for transform in task.model_transforms:
+    try:
+      takes_counts = "class_counts" in inspect.signature(transform).parameters
+      built = transform(model, class_counts=class_counts) if takes_counts else transform(model)
+      model = registry.attach_card(built, card) if card else built
+    except ValueError as e:
+      raise ConfigError(f"Task.model_transforms: {e}") from None
+  return model, card
+
+
+def run_length(optimization, runtime, data, pipeline, steps, model):
+  """The run's epochs, steps and phases (validated)."""
+  steps_per_epoch = pipeline.steps_per_epoch(len(data.train))
+  epochs = -(-steps // steps_per_epoch) if steps is not None else runtime.epochs
+  total_steps = steps or epochs * steps_per_epoch
+  spans = phases_lib.place(optimization.phases, epochs, steps_per_epoch, total_steps)
+  phased = bool(optimization.phases)
+  if phased and any(s.trainable != "head" for s in spans):
+    head = _head(model)
+    if len(model.trainable_variables) == len(head.trainable_variables):
+      raise ConfigError("Optimization.phases unfreeze a backbone frozen for the whole run "
+                        "(finetune_model.freeze); use phases (HEAD_EPOCHS) or "
+                        "FREEZE_BACKBONE (head only), not both")
+  if phased and any(s.trainable == "head" for s in spans):
+    _head(model)
+  return Length(epochs=epochs, steps_per_epoch=steps_per_epoch, total_steps=total_steps,
+                spans=spans, phased=phased)
+
+
+def _head(model):
+  try:
+    return model.get_layer(finetune.HEAD)
+  except ValueError:
+    raise ConfigError(f"Optimization.phases need a model with a {finetune.HEAD!r} head "
+                      f"layer; {model.name!r} has none (use a zoo model)") from None
+
+
+def build_optimizer(optimization, runtime, model, length, learning_rate):
+  """The optimizer (loss-scaled for float16) with its slots built, so a checkpoint
+  restores into them, and the per-layer-group rates (if any)."""
+  schedule = checks.construct("Optimization.learning_rate", phases_lib.schedule,
+                              length.spans, learning_rate, length.steps_per_epoch)
+  checks.learning_rates(schedule, length.total_steps)
+  opt = checks.construct("Optimization.optimizer", optimization.optimizer,
+                         learning_rate=schedule)
+  checks.optimizer_settings(opt)
+  if optimization.weight_decay_exclude:
+    opt.exclude_from_weight_decay(var_names=list(optimization.weight_decay_exclude))
+  if runtime.mixed_precision == "mixed_float16":
+    opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
+  getattr(opt, "inner_optimizer", opt).build(model.trainable_variables)
+  if optimization.layer_learning_rates is None:
+    return Optimizing(optimizer=opt, schedule=schedule)
+  try:
+    rates = layer_lr.LayerLearningRates(optimization.layer_learning_rates)
+    groups = rates.build(model.trainable_variables)
+  except ValueError as e:
+    raise ConfigError("Optimization.layer_learning_rates: "
+                      + str(e).removeprefix("layer learning rates: ")) from None
+  note = "layer learning rates: " + ", ".join(
+      f"{n} variables x{m:g}" for m, n in sorted(groups.items()))
+  return Optimizing(optimizer=opt, schedule=schedule, layer_rates=rates, notes=[note])
+
+
+def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batch_size):
+  """The training step: loss, gradient transforms, L2 on the decayed variables."""
+  for transform in optimization.gradient_transforms:
+    if hasattr(transform, "build"):
+      transform.build(model)
+  decayed = [v for v in model.trainable_variables
+             if not any(p in v.name for p in optimization.weight_decay_exclude)]
+  return train_step.TrainStep(train_step.StepParts(
+      strategy, model, optimizing.optimizer, loss_fn, batch_size,
+      list(optimization.gradient_transforms), optimization.l2, decayed,
+      optimizing.layer_rates, runtime.jit_compile))
+
+
+def check_settings(task, optimization, runtime):
+  """Every check that needs no data or model."""
+  for part in (task, optimization, runtime):
+    checks.fields(part)
+  set_up_runtime(runtime)
+  checks.task(task, runtime)
+  checks.optimization(optimization)
+  phases_lib.check(optimization.phases)
+
+
+def build(model_dir, strategy, task, optimization, runtime):
+  """Validates the run and constructs everything it uses; writes nothing."""
+  check_settings(task, optimization, runtime)
+  data = load_data(task, runtime.seed)
+  checks.best_metric_has_validation(runtime.best_metric, len(data.validation))
+  checks.best_metric_has_classes(runtime.best_metric, data.counts, task.shot_thresholds)
+  base = checks.construct("Task.pipeline", task.pipeline)
+  checks.batch(base, len(data.train), strategy.num_replicas_in_sync)
+  plan = plan_run(optimization, runtime, data, base)
+  derived = dict(plan.derived)
+  with strategy.scope():
+    model, card = build_model(task, data.counts)
+    pipeline, taken = resolve_pipeline(base, plan.pipeline, model, card,
+                                       data.source.full_frame)
+    derived.update(taken)
+    checks.model_fits(model, data.source.num_classes,
+                      {pipeline.image_size, pipeline.eval_image_size})
+    length = run_length(optimization, runtime, data, pipeline, plan.steps, model)
+    optimizing = build_optimizer(optimization, runtime, model, length, plan.learning_rate)
+    loss_fn = checks.construct("Task.loss", task.loss, class_counts=data.counts)
+  step = build_step(strategy, optimization, runtime, model, optimizing, loss_fn,
+                    pipeline.batch_size)
+  notes = plan.notes + optimizing.notes
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    notes += tpu_checks(strategy, runtime, pipeline, data)
+  config_text = gin.config_str()
+  checks.model_dir_writable(model_dir)
+  checks.resume_config(model_dir, config_text)
+  return Built(
+      model_dir=model_dir, strategy=strategy, task=task, optimization=optimization,
+      runtime=runtime, data=data, pipeline=pipeline, model=model,
+      optimizer=optimizing.optimizer, schedule=optimizing.schedule, step=step,
+      evaluator=train_step.EvalStep(strategy, model), length=length, derived=derived,
+      notes=notes, config_text=config_text)
+
+
+def tpu_checks(strategy, runtime, pipeline, data):
+  """checks.tpu on the datasets this run feeds its replicas; advice lines."""
+  replicas = strategy.num_replicas_in_sync
+  context = tf.distribute.InputContext(1, 0, replicas)
+  datasets = {
+      "training": pipeline.train_dataset(data.source, data.train, 0, runtime.seed, context),
+      "test": pipeline.eval_dataset(data.source, context=context)}
+  if len(data.validation):
+    datasets["validation"] = pipeline.eval_dataset(data.source, data.validation_split,
+                                                   data.validation, context)
+  return checks.tpu(runtime, pipeline, replicas, datasets)

@@ -1,0 +1,134 @@
+"""One run's life in its model_dir, the same for a training run and for a run that only
+transforms a model (the tau-normalised classifier):
+
+1. the lock: one run per model_dir (the chief holds it; a second run stops before
+   writing anything);
+2. a finished run (its metrics.json, written last) is returned as it is;
+3. config.gin: the Gin config the run started with;
+4. the `RunDir`: checkpoints, the best checkpoint, summary writers; a non-chief worker
+   writes into a scratch directory of its own;
+5. the run's body;
+6. close: the scratch directory deleted, writers flushed. A data file that fails to
+   decode mid-run becomes one ConfigError line naming it.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Optional
+
+import tensorflow as tf
+
+from recipes import best as best_lib
+from recipes import checkpoints as checkpoints_lib
+from recipes import report
+from recipes import run_lock
+from recipes import strategies
+from recipes.errors import ConfigError
+from tricks import layer_rng
+
+
+@dataclasses.dataclass
+class RunDir:
+  """What one worker of a run writes, and where."""
+  model_dir: str
+  chief: bool
+  root: str  # where this worker writes: model_dir, or (not the chief) `scratch`
+  scratch: Optional[str]
+  checkpoints: checkpoints_lib.Checkpoints
+  best: best_lib.Best
+  train_writer: Any
+  eval_writer: Any
+
+  def close(self):
+    self.train_writer.flush()
+    self.eval_writer.flush()
+    if self.scratch is not None:
+      shutil.rmtree(self.scratch, ignore_errors=True)
+      self.scratch = None
+
+
+def open_run_dir(built, chief):
+  """The RunDir of `built` (a build.Built) for this worker."""
+  scratch = None if chief else tempfile.mkdtemp(prefix="model_zoo-worker-")
+  root = built.model_dir if chief else scratch
+  runtime = built.runtime
+  best = best_lib.Best(root=root, chief=chief, strategy=built.strategy, model=built.model,
+                       metric=runtime.best_metric, patience=runtime.early_stopping_patience,
+                       eval_every=runtime.eval_every_epochs)
+  checkpoints = checkpoints_lib.Checkpoints(
+      model_dir=built.model_dir, root=root, chief=chief, strategy=built.strategy,
+      model=built.model, optimizer=built.optimizer, length=built.length,
+      keep=runtime.keep_checkpoints,
+      trackables=dict(best.trackables(), loss_metric=built.step.loss_metric,
+                      accuracy_metric=built.step.accuracy_metric,
+                      layer_rngs=layer_rng.layer_random_generators(built.model)))
+  if chief:
+    train_writer = tf.summary.create_file_writer(os.path.join(root, "train"))
+    eval_writer = tf.summary.create_file_writer(os.path.join(root, "eval"))
+  else:
+    train_writer = eval_writer = tf.summary.create_noop_writer()
+  return RunDir(model_dir=built.model_dir, chief=chief, root=root, scratch=scratch,
+                checkpoints=checkpoints, best=best, train_writer=train_writer,
+                eval_writer=eval_writer)
+
+
+def run(built, body):
+  """Runs `body(run_dir)` as `built`'s run in its model_dir (steps 1 to 6 of the
+  module docstring); returns its metrics, or a finished run's."""
+  chief = strategies.is_chief(built.strategy)
+  with run_lock.acquire(built.model_dir) if chief else contextlib.nullcontext():
+    finished = finished_report(built.model_dir)
+    if finished is not None:
+      print(f"{built.model_dir} holds a finished run: its report (metrics.json) is left "
+            "as it was; choose a new --model_dir to train again", flush=True)
+      return finished
+    if chief:
+      report.write_text(os.path.join(built.model_dir, "config.gin"), built.config_text)
+    run_dir = open_run_dir(built, chief)
+    try:
+      with data_errors(built.data):
+        return body(run_dir)
+    finally:
+      run_dir.close()
+
+
+def finished_report(model_dir):
+  """The metrics of the finished run in `model_dir` (finish writes metrics.json last),
+  or None."""
+  path = os.path.join(model_dir, "metrics.json")
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None  # damaged: finish writes it again
+
+
+@contextlib.contextmanager
+def data_errors(data):
+  """A file that fails to decode mid-run (it passed the scan's header check) becomes
+  one ConfigError line naming it; the checkpoints stay as they were."""
+  try:
+    yield
+  except (tf.errors.InvalidArgumentError, tf.errors.DataLossError,
+          tf.errors.UnimplementedError) as e:
+    find = getattr(data.source, "find_bad_files", None)
+    if find is None:
+      raise
+    print(f"\n{type(e).__name__} while reading the data; decoding the data set's files "
+          "to name the one that failed ...", flush=True)
+    bad = find("train", None) + find("test", None)  # validation: "train" or its own
+    if data.validation_split != "train":
+      bad += find(data.validation_split, None)
+    if not bad:
+      raise
+    raise ConfigError(
+        f"{bad[0]} does not decode as an image (tf.io.decode_image fails on it)"
+        + (f", and {len(bad) - 1} more files" if len(bad) > 1 else "")
+        + "; remove or replace it, or bind image_folder.on_bad_file = 'skip'; the "
+        "checkpoints are intact, rerun to resume") from None
