@@ -120,7 +120,7 @@ class Runtime:
       cut short.
     mixed_precision: None, "mixed_float16" (dynamic loss scaling) or "mixed_bfloat16".
     jit_compile: XLA-compile each replica's forward and backward pass. On CPU it slows
-      every zoo model but the smallest (README, "What the zoo costs").
+      every zoo model but the smallest (docs/costs.md, "What the zoo costs").
     deterministic_ops: TF's op determinism (same command, same metrics).
     steps_per_loop: training steps run inside one tf.function call; the progress bar,
       summaries and host-side checks run once per loop.

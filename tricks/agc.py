@@ -1,6 +1,9 @@
 """Adaptive gradient clipping (Brock et al. 2021, arXiv:2102.06171, eq. 3).
 
-For every unit i (a row of a weight matrix: all fan-in weights of one output unit),
+For every unit i (all fan-in weights of one output unit: tf_keras's kernels are laid out
+(..., in, out), the output axis last, so a unit is a column of a Dense kernel and one
+output channel's slice [..., j] of a convolution kernel; `unit_axes` gives the
+depthwise and transposed layouts),
 
     G_i <- lambda * max(||W_i||, eps) / ||G_i|| * G_i   if ||G_i|| / max(||W_i||, eps) > lambda
     G_i <- G_i                                           otherwise,
@@ -16,9 +19,11 @@ import tf_keras
 
 
 def unit_axes(variable, transposed=False):
-  """The fan-in axes of `variable`'s units, by Keras's kernel layouts.
+  """The fan-in axes of `variable`'s units, by Keras's kernel layouts: the axes a
+  unit's norm sums over, the unit being the slice at one index of the rest.
 
-  Dense (I, O): (0,). ConvND kernels (spatial..., I, O): all but the last.
+  Dense (I, O): (0,), a unit per column. ConvND kernels (spatial..., I, O): all but the
+  last, a unit per output channel.
   DepthwiseConv2D (H, W, I, M): (0, 1), a unit per (channel, multiplier).
   ConvNDTranspose (spatial..., O, I): all but the second to last. Vectors and scalars:
   None, the whole tensor is one unit.

@@ -6,25 +6,29 @@ each convolved with its own C_out / G filters:
 
     y[..., g] = conv(x[..., g], W[..., g]),   g = 1..G,
 
-the HWIO kernel W holding C / G input channels. Two ways to run it, same numbers up to
-float summation order:
+the HWIO kernel W holding C / G input channels. Three kernels run it, with the same
+numbers up to float summation order:
 
 - "native": one `tf.nn.convolution` with the grouped kernel (cuDNN on GPU, XLA's
   feature groups on TPU, oneDNN on CPU). TensorFlow's CPU kernel has grouped
   gradients only through oneDNN (on by default on x86 Linux; `TF_ENABLE_ONEDNN_OPTS=0`
   turns it off, and other builds may lack it), and only in float32 and bfloat16: a
   float16 grouped gradient on CPU fails ("filter_size does not have enough elements").
-- "split": one ordinary convolution per group, concatenated: fast everywhere, what
-  the CPU differentiates in every dtype, and what XLA compiles well on CPU, whose own grouped convolution is 10-60x slower than either
-  (measured on this project's 2-core CPU: 463 ms against 71 ms forward and backward for
-  8x32x32x256 at 2 groups; 795 ms against 27 ms for 8x8x8x1536 at 12).
-
+- "split": one ordinary convolution per group, concatenated: what the CPU
+  differentiates in every dtype, and what XLA compiles well on CPU, where XLA's own
+  grouped convolution is 10-60x slower than either (forward and backward on a 2-core
+  CPU, 2026-11-23: 463 ms against 71 ms for 8x32x32x256 at 2 groups; 795 ms against
+  27 ms for 8x8x8x1536 at 12).
 - "xla": tf_keras's own path, a nested `tf.function(jit_compile=True)`: slow on CPU,
-  kept for bfloat16 and float16 there, where native and split both gave non-finite
-  NFNet-nano gradients in bfloat16 (25-58 of 60 fresh steps, against 0 of 60 this way).
+  and the kernel for bfloat16 and float16 there, where "native" and "split" give
+  non-finite NFNet-nano gradients in bfloat16 (25-58 of 60 fresh steps, against 0 of 60
+  through "xla"; 2026-11-23).
 
 tf_keras's `Conv2D` sends every `groups > 1` convolution through "xla"; `GroupedConv2D`
-is that layer choosing the kernel when it is traced (`kernel_for`).
+is that layer choosing the kernel when it is traced (`kernel_for`): "native" on GPU and
+TPU; on CPU, in float32, "native" where oneDNN differentiates it and "split" where it
+does not or inside an XLA function; in bfloat16 and float16, "xla" (inside an XLA
+function, "native").
 """
 
 import functools
@@ -73,7 +77,7 @@ def kernel_for(groups, dtype="float32"):
     return "split" if float32 else "native"
   if not float32:
     # bfloat16 / float16 on CPU: tf_keras's own path (a nested XLA function). Native
-    # and split both gave non-finite NFNet-nano gradients in bfloat16 (25-58 of 60
+    # and split both give non-finite NFNet-nano gradients in bfloat16 (25-58 of 60
     # fresh steps, against 0 of 60 through XLA); float16 has no native gradient.
     return "xla"
   return "native" if native_cpu_gradients() else "split"
