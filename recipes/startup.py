@@ -19,6 +19,14 @@ The rule (`tf_log_level`), for TF_CPP_MIN_LOG_LEVEL (0 all, 1 no INFO, 2 no WARN
    takes for failures. A failure that matters still reaches the run as a Python
    exception, which the entry point reports in one line.
 
+That warning is not our data's: the in-memory sources are `from_tensor_slices` over
+arrays. `distribute_datasets_from_function` iterates through an
+OwnedMultiDeviceIterator for every strategy, one device included, and its per-device
+dataset is a GeneratorDataset op, which tf.data cannot rewrite; a plain
+`from_tensor_slices(...).batch(4)` iterated that way prints it. Only per-replica input
+without fetching to the device avoids that iterator, which would change how the
+pipeline is sharded, so the line is left to the log level.
+
 The run then says in one line which devices it uses (`strategies.describe_devices`),
 and, when a GPU was expected but TensorFlow found none, that it was expected.
 """
