@@ -69,7 +69,9 @@ def plot_per_class_accuracy(path, metrics, title=""):
     ax.text(x, 0.0, f" {label}", color="gray", fontsize=8, va="bottom")
   ax.axhline(metrics["balanced_accuracy"], color="tab:orange", linewidth=1,
              label=f"balanced accuracy {metrics['balanced_accuracy']:.3f}")
-  ax.legend(loc="lower right", fontsize=8)
+  # Below the axes, under the x label: inside them it hid points and the threshold
+  # labels at accuracy 0 (a few-shot class often scores 0).
+  ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8, frameon=False)
   ax.grid(True, which="both", alpha=0.3)
   ax.set_title(title or "per-class accuracy vs. training count")
   fig.tight_layout()

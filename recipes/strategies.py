@@ -81,6 +81,60 @@ def make_strategy(name, tpu="", cpu_replicas=1, cluster="tf_config"):
   return tf.distribute.TPUStrategy(resolver)
 
 
+KINDS = {"OneDeviceStrategy": "one device", "MirroredStrategy": "mirrored",
+         "CollectiveAllReduceStrategy": "multi-worker mirrored",
+         "MultiWorkerMirroredStrategy": "multi-worker mirrored",
+         "TPUStrategy": "TPU", "TPUStrategyV2": "TPU"}
+
+
+def devices_line(device_types, gpu_names=(), kind="one device", workers=1,
+                 gpu_expected=False):
+  """The one line that says which devices a run uses, e.g. "devices: CPU only",
+  "devices: 2 x GPU (NVIDIA H100 80GB HBM3), mirrored".
+
+  device_types: this worker's replica devices' types ("CPU", "GPU", "TPU"); gpu_names:
+  the names of its GPUs; kind: the strategy ("one device", "mirrored", ...); workers:
+  how many workers the strategy spans; gpu_expected: this machine was expected to have
+  a GPU (startup.gpu_expected), so finding none is said, not hidden.
+  """
+  types = sorted(set(device_types))
+  if types == ["CPU"] and len(device_types) == 1:
+    line = "devices: CPU only"
+  elif types == ["CPU"]:
+    line = f"devices: {len(device_types)} x CPU (logical devices of one CPU)"
+  else:
+    parts = []
+    for t in types:
+      n = sum(1 for d in device_types if d == t)
+      names = sorted(set(gpu_names)) if t == "GPU" else []
+      parts.append(f"{n} x {t}" + (f" ({', '.join(names)})" if names else ""))
+    line = "devices: " + " + ".join(parts)
+  if kind != "one device" or len(device_types) > 1:
+    line += f", {kind}"
+  if workers > 1:
+    line += f" over {workers} workers"
+  if gpu_expected and "GPU" not in types:
+    line += ("; a GPU was expected (NVIDIA devices or CUDA_VISIBLE_DEVICES) but "
+             "TensorFlow found none: see its messages on stderr")
+  return line
+
+
+def describe_devices(strategy, gpu_expected=False):
+  """`devices_line` for `strategy` (made by make_strategy) on this machine."""
+  devices = [tf.DeviceSpec.from_string(d) for d in strategy.extended.worker_devices]
+  types = [d.device_type or "CPU" for d in devices]
+  physical = tf.config.list_physical_devices("GPU")
+  names = []
+  for d in devices:
+    if d.device_type == "GPU" and (d.device_index or 0) < len(physical):
+      details = tf.config.experimental.get_device_details(physical[d.device_index or 0])
+      names.append(details.get("device_name", "GPU"))
+  kind = KINDS.get(type(strategy).__name__, type(strategy).__name__)
+  workers = max(1, strategy.num_replicas_in_sync // max(1, len(devices)))
+  return devices_line(types, names, kind, workers,
+                      gpu_expected=gpu_expected and not physical)
+
+
 def slurm_resolver():
   """The Slurm job step's tasks as a cluster (one worker a task, task 0 the chief)."""
   missing = [v for v in ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST")

@@ -22,8 +22,11 @@ import re
 import sys
 import tokenize
 
-# C++ INFO lines (oneDNN notices, end-of-sequence rendezvous) drown the progress bar.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+from recipes import startup
+
+# Before TensorFlow is imported: its C++ start-up noise hidden on a machine without
+# GPUs, its warnings and errors kept where a GPU is expected (startup's docstring).
+startup.quiet_tensorflow()
 
 import gin  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -184,6 +187,7 @@ def main(argv):
       strategies.configure_devices(gpu_memory_growth=experiment.Runtime().gpu_memory_growth)
       strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.cpu_replicas,
                                           FLAGS.cluster)
+      print(strategies.describe_devices(strategy, startup.gpu_expected()), flush=True)
       metrics = run(model_dir, strategy)
     except (ValueError, RuntimeError) as e:
       if isinstance(e, ConfigError) or "Required bindings" not in str(e):

@@ -38,11 +38,12 @@ Bad flag values end the run with one line on stderr and exit status 2.
 
 import dataclasses
 import math
-import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+from recipes import startup
+
+startup.quiet_tensorflow()  # before TensorFlow is imported (startup's docstring)
 
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position

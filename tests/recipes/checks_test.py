@@ -1,5 +1,6 @@
 """Settings checks: each bad value is one ConfigError naming the setting; good ones pass."""
 
+import dataclasses
 import os
 
 from absl.testing import parameterized
@@ -33,8 +34,36 @@ class ChecksTest(tf.test.TestCase, parameterized.TestCase):
       checks.runtime(experiment.Runtime(**settings))
 
   def test_good_runtime(self):
-    checks.runtime(experiment.Runtime(steps=10, steps_per_loop=4, best_metric="top1",
-                                      early_stopping_patience=2, eval_every_epochs=1))
+    good = experiment.Runtime(steps=10, steps_per_loop=4, best_metric="top1",
+                              early_stopping_patience=2, eval_every_epochs=1)
+    given = dataclasses.asdict(good)
+    self.assertIsNone(checks.runtime(good))
+    # Checked, not normalised: the Runtime is frozen and every value stays as given,
+    # `steps` beside the default `epochs` it overrides (the trainer derives the length).
+    self.assertEqual(dataclasses.asdict(good), given)
+    self.assertEqual((good.steps, good.epochs, good.steps_per_loop), (10, 30, 4))
+    with self.assertRaises(dataclasses.FrozenInstanceError):
+      good.steps = 20
+    # The defaults are a good runtime too: no early stopping, no best checkpoint.
+    default = experiment.Runtime()
+    self.assertIsNone(checks.runtime(default))
+    self.assertEqual((default.best_metric, default.early_stopping_patience,
+                      default.eval_every_epochs), (None, None, 5))
+    # Each whole-number setting at the least value it allows (test_bad_runtime has
+    # the values just below), numpy integers as Gin or a sweep may pass them, every
+    # precision and every metric: all accepted.
+    least = experiment.Runtime(
+        seed=0, epochs=1, steps=1, steps_per_loop=1, checkpoint_every_epochs=1,
+        eval_every_epochs=1, keep_checkpoints=1, nonfinite_retries=0,
+        best_metric="balanced_accuracy", early_stopping_patience=1)
+    self.assertIsNone(checks.runtime(least))
+    checks.runtime(experiment.Runtime(eval_every_epochs=0))  # at the end only
+    checks.runtime(experiment.Runtime(epochs=np.int64(3), seed=np.int32(7)))
+    for precision in (None, "mixed_float16", "mixed_bfloat16"):
+      checks.runtime(experiment.Runtime(mixed_precision=precision))
+    for metric in ("top1", "balanced_accuracy", "many_shot_accuracy",
+                   "medium_shot_accuracy", "few_shot_accuracy"):
+      checks.runtime(experiment.Runtime(best_metric=metric, early_stopping_patience=1))
 
   def test_task_and_optimization(self):
     with self.assertRaisesRegex(ConfigError, "needs a validation split"):

@@ -2,23 +2,46 @@
 
 import glob
 import os
+import re
 
 from absl.testing import parameterized
 import gin
+import numpy as np
 import tensorflow as tf
 
 from recipes import configurables  # pylint: disable=unused-import
+from recipes import experiment
 from recipes import train  # pylint: disable=unused-import  (run, lr_range_test)
 import zoo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "recipes", "*.gin")))
+README = os.path.join(ROOT, "README.md")  # //:README.md, a data dependency
 
 
 def parse(name, bindings=()):
   gin.add_config_file_search_path(ROOT)
   gin.parse_config_files_and_bindings([os.path.join(ROOT, "recipes", name)], bindings,
                                       skip_unknown=False)
+
+
+def flagship_table():
+  """README's flagship table: the first table of its "## The flagship" section, as
+  (header cells, body rows of cells)."""
+  with open(README) as f:
+    text = f.read()
+  section = re.search(r"^## The flagship\b.*?(?=^## |\Z)", text, re.M | re.S)
+  if not section:
+    raise AssertionError("README.md has no '## The flagship' section")
+  table = []
+  for line in section.group(0).splitlines():
+    if line.startswith("|"):
+      table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    elif table:
+      break
+  if len(table) < 3:
+    raise AssertionError("README.md's flagship section has no table")
+  return table[0], table[2:]  # table[1] is the |---| line
 
 
 class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
@@ -51,12 +74,35 @@ class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(gin.query_parameter("zoo.build.input_shape"), (None, None, 3))
 
   def test_flagship_defaults(self):
+    # README's flagship table against what the flagship's Gin files build, so that a
+    # change to either without the other fails: the default run's row gives the seed
+    # and the loss, the header the classes in each shot group (which follow from the
+    # data, the long-tail profile and Task.shot_thresholds).
+    header, rows = flagship_table()
+    self.assertEqual(header[:2], ["seed", "loss"])
+    default_rows = [r for r in rows if "the default run" in r[0]]
+    self.assertLen(default_rows, 1)
+    seed = int(re.match(r"\d+", default_rows[0][0]).group())
+    loss = default_rows[0][1].replace("-", "_")  # "logit-adjusted" is @logit_adjusted
+    groups = dict((g, int(n)) for g, n in
+                  re.findall(r"\b(many|medium|few)-shot \((\d+)", " ".join(header)))
+    self.assertCountEqual(groups, ["many", "medium", "few"])
+
     parse("nfnet_long_tail.gin")
-    query = gin.query_parameter
-    self.assertEqual(query("zoo.build.name"), "nfnet_nano")
-    self.assertEqual(query("Task.loss").selector, "logit_adjusted")
-    self.assertEqual(query("Task.long_tail").selector, "LongTail")
-    self.assertEqual(query("%RHO"), 100)
+    task, runtime = experiment.Task(), experiment.Runtime()
+    self.assertEqual(runtime.seed, seed)
+    self.assertEqual(task.long_tail.seed, seed)
+    self.assertEqual(task.loss.__name__, loss)
+    source = task.data()
+    counts = np.asarray(task.long_tail.counts(
+        np.bincount(source.train_labels, minlength=source.num_classes)))
+    many, few = task.shot_thresholds
+    built = {"many": int(np.sum(counts > many)), "few": int(np.sum(counts < few)),
+             "medium": int(np.sum((counts <= many) & (counts >= few)))}
+    self.assertEqual(built, groups, msg=f"training counts {counts.tolist()}")
+    # Every loss the table compares is one binding away (Task.loss = @<name>).
+    for row in rows:
+      gin.get_configurable(row[1].replace("-", "_"))
 
   def test_full_scale_is_published_f0(self):
     parse("nfnet_long_tail_full.gin", ["DATA_DIR = '/data/tfds'"])

@@ -267,9 +267,10 @@ class TrainerTest(tf.test.TestCase):
 
   def test_validation_split_best_checkpoint_and_early_stopping(self):
     model_dir = os.path.join(self.get_temp_dir(), "val")
-    # A rate this high keeps validation accuracy from improving for long.
+    # Patience 7 with 6 evaluations (one an epoch) can never run out: all 6 epochs
+    # train, whatever validation does (test_early_stopping_stops is the other side).
     metrics = run(model_dir, epochs=6, validation_per_class=5,
-                  best_metric="balanced_accuracy", early_stopping_patience=2,
+                  best_metric="balanced_accuracy", early_stopping_patience=7,
                   eval_every_epochs=1)
     self.assertEqual(metrics["num_validation_examples"], 50)
     self.assertBetween(metrics["final_validation"]["balanced_accuracy"], 0.0, 1.0)
@@ -282,13 +283,11 @@ class TrainerTest(tf.test.TestCase):
     self.assertBetween(best["validation_balanced_accuracy"], 0.0, 1.0)
     self.assertIn("top1", best["test"])
     self.assertTrue(tf.io.gfile.glob(os.path.join(model_dir, "best", "ckpt-*.index")))
-    if metrics["stopped_early"]:
-      self.assertEqual(metrics["epochs_trained"] - best["epoch"], 2)
-    else:
-      self.assertEqual(metrics["epochs_trained"], 6)
+    self.assertFalse(metrics["stopped_early"])
+    self.assertEqual(metrics["epochs_trained"], 6)
     # The best checkpoint holds the weights that scored best on validation.
     again = run(model_dir, epochs=6, validation_per_class=5,
-                best_metric="balanced_accuracy", early_stopping_patience=2,
+                best_metric="balanced_accuracy", early_stopping_patience=7,
                 eval_every_epochs=1)
     self.assertEqual(again["best_on_validation"]["test"], best["test"])
     # A finished run started again returns its report as it was.
@@ -300,11 +299,25 @@ class TrainerTest(tf.test.TestCase):
     metrics = run(model_dir, epochs=5, validation_per_class=5,
                   best_metric="balanced_accuracy", early_stopping_patience=1,
                   eval_every_epochs=1, learning_rate=lambda total_steps, steps_per_epoch: 1e-12)
-    # A (next to) zero rate never improves on the first validation: stop one evaluation
-    # later. (A rate of exactly 0 is refused as bad input.)
+    # A (next to) zero rate never improves on the first validation (epoch 1), and a
+    # new best must be strictly higher: with patience 1 the run stops one evaluation
+    # later, after epoch 1 + 1 = 2 of 5. (A rate of exactly 0 is refused as bad input.)
     self.assertTrue(metrics["stopped_early"])
     self.assertEqual(metrics["epochs_trained"], 2)
-    self.assertEqual(metrics["best_on_validation"]["epoch"], 1)
+    best = metrics["best_on_validation"]
+    self.assertEqual(best["epoch"], 1)
+    # The kept best checkpoint is the first evaluation's (numbered by epoch), and the
+    # report the run wrote says the same.
+    self.assertEqual(os.path.basename(best["checkpoint"]), "ckpt-1")
+    self.assertEqual(
+        sorted(os.path.basename(p) for p in
+               tf.io.gfile.glob(os.path.join(model_dir, "best", "ckpt-*.index"))),
+        ["ckpt-1.index"])
+    with open(os.path.join(model_dir, "metrics.json")) as f:
+      written = json.load(f)
+    self.assertTrue(written["stopped_early"])
+    self.assertEqual(written["epochs_trained"], 2)
+    self.assertEqual(written["best_on_validation"]["epoch"], 1)
 
   def test_bad_runtime_settings(self):
     tmp = self.get_temp_dir()
