@@ -16,6 +16,7 @@ from recipes import trainer  # pylint: disable=unused-import
 from recipes.data import cifar_lt  # pylint: disable=unused-import  (CaoLongTail)
 from recipes.data import cifar_python  # pylint: disable=unused-import
 from recipes.data import digits  # pylint: disable=unused-import
+from recipes.data import fashion_mnist  # pylint: disable=unused-import
 from recipes.data import image_folder  # pylint: disable=unused-import
 from recipes.data import list_file  # pylint: disable=unused-import
 from recipes.data import long_tail  # pylint: disable=unused-import
