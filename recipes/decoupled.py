@@ -40,6 +40,8 @@ from recipes import strategies
 from recipes import train_step
 from recipes import trainer
 from recipes.errors import ConfigError
+from tricks import logit_adjustment
+from tricks import posthoc
 from tricks import tau_norm as tau_norm_lib
 from zoo import decoupled as decoupled_zoo
 from zoo import finetune
@@ -97,6 +99,43 @@ def _features(t, split):
   return features.astype(np.float64), labels
 
 
+def _untrained_stage(model_dir, strategy, adjust):
+  """A stage 2 that changes stage 1's model without training: `adjust(trainer)`
+  changes the model and returns its report entry {key: value}; the model is saved as
+  checkpoints/ckpt-0 and the run's report written as a trained run's is."""
+  began = time.time()
+  built = build_lib.build(model_dir, strategy, _task_with_load(),
+                          checks.construct("Optimization", experiment.Optimization),
+                          checks.construct("Runtime", experiment.Runtime))
+  t = trainer.Trainer(built)
+
+  def body(run_dir):
+    entry = adjust(t)
+    run_dir.checkpoints.save(0)
+    return finish_lib.finish(
+        t, run_dir, trainer.Record(last_epoch=0, final_train_loss=None,
+                                   seconds=time.time() - began),
+        extra=dict(entry, epochs=0, epochs_trained=0, steps=0))
+
+  return lifecycle.run(built, body)
+
+
+def _choice(name, value, scores):
+  """The report entry of a value given, or chosen on validation with its sweep."""
+  print(f"{name}: tau = {value:g}" + (
+      f" (best validation balanced accuracy {max(scores.values()):.4f} over "
+      f"{len(scores)} values)" if scores else " (given)"), flush=True)
+  return {"tau": float(value), "chosen_on": "validation" if scores else "given",
+          "validation_balanced_accuracy": (
+              {f"{k:g}": v for k, v in scores.items()} if scores else None)}
+
+
+def _needs_validation(t, configurable):
+  if not len(t.built.data.validation):
+    raise ConfigError(f"{configurable} chooses tau on a validation split: set "
+                      f"Task.validation_per_class (e.g. 5), or fix {configurable}.tau")
+
+
 @gin.configurable(denylist=["model_dir", "strategy"])
 def tau_normalized_classifier(model_dir, strategy, tau=None, grid=tau_norm_lib.GRID):
   """The tau-normalised classifier on stage 1's model, no training: tau (given, or the
@@ -104,44 +143,49 @@ def tau_normalized_classifier(model_dir, strategy, tau=None, grid=tau_norm_lib.G
   `Task.validation_per_class`; never the test split) is applied to the head, the model
   saved as checkpoints/ckpt-0, and the run's report written as a trained run's is,
   with `tau_norm` (tau, how it was chosen, the validation sweep) in metrics.json."""
-  began = time.time()
-  built = build_lib.build(model_dir, strategy, _task_with_load(),
-                          checks.construct("Optimization", experiment.Optimization),
-                          checks.construct("Runtime", experiment.Runtime))
-  t = trainer.Trainer(built)
 
-  def normalize(run_dir):
-    chosen, scores = _choose_tau(t, tau, grid)
-    decoupled_zoo.tau_normalize(built.model, chosen)
-    run_dir.checkpoints.save(0)
-    metrics = finish_lib.finish(t, run_dir, trainer.Record(
-        last_epoch=0, final_train_loss=None, seconds=time.time() - began))
-    metrics.update(epochs=0, epochs_trained=0, steps=0, tau_norm={
-        "tau": float(chosen), "chosen_on": "validation" if scores else "given",
-        "validation_balanced_accuracy": (
-            {f"{k:g}": v for k, v in scores.items()} if scores else None)})
-    if run_dir.chief:
-      report.write_json(os.path.join(model_dir, "metrics.json"), metrics)
-    return metrics
+  def normalize(t):
+    chosen, scores = tau, None
+    if tau is None:
+      _needs_validation(t, "tau_normalized_classifier")
+      features, labels = _features(t, "validation")
+      kernel = decoupled_zoo.head_of(t.built.model).kernel.numpy()
+      chosen, scores = tau_norm_lib.choose_tau(features, labels, kernel, grid)
+    decoupled_zoo.tau_normalize(t.built.model, chosen)
+    return {"tau_norm": _choice("tau-normalised classifier", chosen, scores)}
 
-  return lifecycle.run(built, normalize)
+  return _untrained_stage(model_dir, strategy, normalize)
 
 
-def _choose_tau(t, tau, grid):
-  """(tau, validation sweep or None): the given tau, or the grid's best on validation."""
-  scores = None
-  if tau is None:
-    if not len(t.built.data.validation):
-      raise ConfigError("tau_normalized_classifier chooses tau on a validation split: "
-                        "set Task.validation_per_class (e.g. 5), or fix "
-                        "tau_normalized_classifier.tau")
-    features, labels = _features(t, "validation")
-    kernel = decoupled_zoo.head_of(t.built.model).kernel.numpy()
-    tau, scores = tau_norm_lib.choose_tau(features, labels, kernel, grid)
-  print(f"tau-normalised classifier: tau = {tau:g}" + (
-      f" (best validation balanced accuracy {max(scores.values()):.4f} over "
-      f"{len(scores)} values)" if scores else " (given)"), flush=True)
-  return tau, scores
+@gin.configurable(denylist=["model_dir", "strategy"])
+def posthoc_adjusted_classifier(model_dir, strategy, tau=None, grid=posthoc.DEFAULT_TAUS):
+  """Post-hoc logit adjustment (Menon et al. 2021, eq. 9) of stage 1's model, no
+  training: f(x) - tau log(pi) with pi the training split's priors, tau given or the
+  `grid` value of best balanced accuracy on the validation split (never the test
+  split). The shift goes into the head's bias (exactly eq. 9's logits, at evaluation
+  and in the export); metrics.json's `posthoc` holds tau and the validation sweep."""
+
+  def adjust(t):
+    head = decoupled_zoo.head_of(t.built.model)
+    if getattr(head, "bias", None) is None:
+      raise ConfigError(f"posthoc_adjusted_classifier shifts the head's bias, and "
+                        f"{head.name!r} has none (a normed head?); bind "
+                        "Task.model_transforms = [@posthoc_adjusted] in training instead")
+    counts = t.built.data.counts
+    chosen, scores = tau, None
+    if tau is None:
+      _needs_validation(t, "posthoc_adjusted_classifier")
+      evaluator = train_step.EvalStep(t.built.strategy, t.built.model,
+                                      output=lambda logits: tf.cast(logits, tf.float32))
+      labels, logits = t.predict("validation", evaluator)
+      scores = {float(u): posthoc.balanced_accuracy(
+          posthoc.adjust(logits, counts, u).argmax(-1), labels) for u in grid}
+      chosen = posthoc.choose_tau(logits, labels, counts, grid)
+    shift = chosen * logit_adjustment.log_priors(counts)
+    head.bias.assign(head.bias - tf.constant(shift, head.bias.dtype))
+    return {"posthoc": _choice("post-hoc adjustment", chosen, scores)}
+
+  return _untrained_stage(model_dir, strategy, adjust)
 
 
 STAGE1_WEIGHTS = ("final", "best")

@@ -80,11 +80,13 @@ def test_metrics(trainer, record):
   return metrics
 
 
-def finish(trainer, run_dir, record):
+def finish(trainer, run_dir, record, extra=None):
   """Evaluates and writes the report, plot, export and operative config; returns the
-  metrics. `record` is what `fit` left (trainer.Record)."""
+  metrics. `record` is what `fit` left (trainer.Record); `extra`: report entries of
+  the run's own (a stage without training: its tau and sweep)."""
   built = trainer.built
   metrics = test_metrics(trainer, record)
+  metrics.update(extra or {})
   if not run_dir.chief:
     if built.runtime.export_saved_model:  # every worker exports (it reads the replicas'
       write_export(os.path.join(run_dir.root, "export"), built)  # variables); the chief's

@@ -192,6 +192,31 @@ class DecoupledTest(tf.test.TestCase):
       else:
         self.assertAllEqual(saved[key], final1[key], msg=key)
 
+  def test_posthoc_shifts_stage1s_bias_by_tau_log_priors(self):
+    """Menon et al.'s eq. (9): logits f(x) - tau log(pi), pi = n / sum(n) of the
+    training counts, tau the grid's best validation balanced accuracy (ties: the
+    smallest)."""
+    self.assertEqual(self.result.returncode, 0, self.result.stderr[-3000:])
+    stage2 = self.alone("posthoc", "--gin_file=recipes/configs/runs/decoupled_posthoc.gin")
+    report = metrics(stage2)
+    self.assertEqual(report["epochs_trained"], 0)
+    tau = report["posthoc"]["tau"]
+    sweep = report["posthoc"]["validation_balanced_accuracy"]
+    self.assertLen(sweep, 41)  # 0, 0.05, ..., 2
+    best = max(sweep.values())
+    self.assertEqual(tau, min(float(k) for k, v in sweep.items() if v == best))
+    self.assertAlmostEqual(report["final_validation"]["balanced_accuracy"], best)
+    counts = np.asarray(report["train_class_counts"], np.float64)
+    final1 = weights(self.stage1_final())
+    [saved] = [weights(p) for p in checkpoints(stage2)]
+    head = head_keys(final1)
+    for key in final1:
+      if key in head and "/bias/" in key:
+        want = final1[key] - tau * np.log(counts / counts.sum())
+        self.assertAllClose(saved[key], want, rtol=1e-6, atol=1e-6)
+      else:
+        self.assertAllEqual(saved[key], final1[key], msg=key)
+
   def test_stage2_from_stage1s_best_checkpoint(self):
     model_dir = os.path.join(self.tmp, "from_best")
     best = ["--gin_bindings=decoupled.stage1_weights = 'best'"]
