@@ -141,10 +141,15 @@ def stem(x, widths, out_ch, activation):
   return x
 
 
+@gin.configurable("nfnet")
 @dataclasses.dataclass(frozen=True)
 class Design:
   """The architecture's knobs, which apply to every row of `VARIANTS` (the paper's
   values, as DeepMind's nfnets/nfnet.py defaults them).
+
+  Gin knows it as `nfnet` (`nfnet.stochdepth_rate = 0.25`), the names its fields had
+  as keywords of `nfnet()`; `nfnet()` reads those bindings for the fields it is not
+  given, and the operative config records them.
 
   Args:
     width: multiplier on every stage width.
@@ -163,17 +168,21 @@ class Design:
   final_conv_mult: float = 2
 
 
-def _design(design, knobs):
-  """`design` (None: `Design()`) with the fields named in `knobs` replaced."""
-  fields = {f.name for f in dataclasses.fields(Design)}
-  unknown = sorted(set(knobs) - fields)
+def _design(design, knobs, read_gin=True):
+  """`design` with the fields named in `knobs` replaced; with no `design`, `knobs` and,
+  for the other fields, Gin's `nfnet.*` bindings (`read_gin`) or the paper's values."""
+  fields = {f.name: f.default for f in dataclasses.fields(Design)}
+  unknown = sorted(set(knobs) - set(fields))
   if unknown:
     raise TypeError(f"nfnet() got unexpected keyword arguments {unknown}; its design's "
                     f"knobs are {sorted(fields)}")
-  return dataclasses.replace(design or Design(), **knobs)
+  if design is not None:
+    return dataclasses.replace(design, **knobs)
+  if read_gin:
+    return Design(**knobs)
+  return Design(**{**fields, **knobs})  # every field given: no Gin binding applies
 
 
-@gin.configurable
 def nfnet(variant="F0", num_classes=1000, input_shape=None, design=None, *, name=None,
           **knobs):
   """Builds NFNet-`variant` as a tf_keras functional model returning logits.
@@ -182,10 +191,10 @@ def nfnet(variant="F0", num_classes=1000, input_shape=None, design=None, *, name
     variant: a key of `VARIANTS` (F0-F6, or the CPU-sized "nano").
     num_classes: outputs of the final "logits" Dense layer.
     input_shape: (H, W, C); defaults to the variant's training resolution, RGB.
-    design: a `Design`; None: the paper's.
+    design: a `Design`; None: one of the paper's values and Gin's `nfnet.*` bindings.
     name: the model's; None: "nfnet_<variant>".
-    **knobs: `Design` fields replacing `design`'s, e.g. `stochdepth_rate=0.25`
-      (as `zoo.build` passes them on, and Gin binds them: `nfnet.stochdepth_rate`).
+    **knobs: `Design` fields replacing `design`'s, e.g. `stochdepth_rate=0.25` (as
+      `zoo.build` passes its keywords on).
   """
   design = _design(design, knobs)
   if variant not in VARIANTS:
@@ -245,7 +254,7 @@ def count_params(variant="F0", num_classes=1000, **overrides):
   args = inspect.signature(nfnet).bind(variant, num_classes, **overrides)
   args.apply_defaults()
   args = args.arguments
-  design = _design(args["design"], args["knobs"])
+  design = _design(args["design"], args["knobs"], read_gin=False)
   if variant not in VARIANTS:
     raise ValueError(f"unknown NFNet variant {variant!r}; choose one of {sorted(VARIANTS)}")
   spec = VARIANTS[variant]

@@ -72,7 +72,8 @@ class NfnetTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_knobs_bound_through_gin(self):
     """zoo.build's keywords reach the model (recipes bind zoo.build.stochdepth_rate,
-    tests/recipes/cli.py zoo.build.dropout), and so do nfnet's own (docs/tricks.md)."""
+    tests/recipes/cli.py zoo.build.dropout), and so do nfnet's own (docs/tricks.md),
+    which the operative config records with the knobs left at the paper's values."""
     self.addCleanup(gin.clear_config)
     gin.parse_config(["zoo.build.name = 'nfnet_nano'", "zoo.build.num_classes = 3",
                       "zoo.build.input_shape = (16, 16, 3)",
@@ -85,6 +86,10 @@ class NfnetTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(model.get_layer("nf_block_2/stoch_depth").rate, 0.25 * 2 / 4)
     self.assertAllClose(model.get_layer("nf_block_1/alpha").scale, 0.3)
     self.assertEqual(model.get_layer("final_act").activation, "relu")
+    operative = gin.operative_config_str().splitlines()
+    self.assertContainsSubset(["nfnet.alpha = 0.3", "nfnet.width = 1.0",
+                               "build.stochdepth_rate = 0.25"], operative)
+    self.assertNotIn("nfnet.stochdepth_rate = 0.1", operative)  # zoo.build passed it
 
   def test_f0_layer_shapes(self):
     model = nfnet.nfnet("F0", num_classes=1000, input_shape=(None, None, 3))
