@@ -191,7 +191,7 @@ def nfnet(variant="F0", num_classes=1000, input_shape=None, design=None, *, name
     variant: a key of `VARIANTS` (F0-F6, or the CPU-sized "nano").
     num_classes: outputs of the final "logits" Dense layer.
     input_shape: (H, W, C); defaults to the variant's training resolution, RGB.
-    design: a `Design`; None: one of the paper's values and Gin's `nfnet.*` bindings.
+    design: a `Design`; None: the paper's values, or Gin's `nfnet.*` bindings where set.
     name: the model's; None: "nfnet_<variant>".
     **knobs: `Design` fields replacing `design`'s, e.g. `stochdepth_rate=0.25` (as
       `zoo.build` passes its keywords on).
