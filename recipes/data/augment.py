@@ -30,7 +30,8 @@ def autoaugment_op(policy, translate):
   if not isinstance(policy, str):
     raise ValueError(f"InputPipeline.autoaugment={policy!r} must be a policy name "
                      "such as 'reduced_cifar10', or None")
-  if isinstance(translate, bool) or not isinstance(translate, (int, float)) or not translate > 0:
+  if (isinstance(translate, bool) or not isinstance(translate, (int, float))
+      or not translate > 0):
     raise ValueError(f"InputPipeline.autoaugment_translate={translate!r} must be a number of "
                      "pixels > 0")
   try:
