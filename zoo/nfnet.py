@@ -1,8 +1,9 @@
 """NFNets: Normalizer-Free ResNets (Brock, De, Smith, Simonyan 2021, arXiv:2102.06171).
 
 The F-series is a table (`VARIANTS`, the paper's table 1 and DeepMind's
-nfnets/base.py); `nfnet()` builds any row, or a row with overrides, as a tf_keras
-functional model. Each block (figure 4 of the paper) is
+nfnets/base.py); `nfnet()` builds any row as a tf_keras functional model, with the
+architecture's knobs (width, alpha, SE ratio, stochastic depth, ...: `Design`) at the
+paper's values or overridden. Each block (figure 4 of the paper) is
 
     h  = act(x) * beta
     y  = conv1x1 -> act -> grouped conv3x3 (stride) -> act -> grouped conv3x3 -> act
@@ -140,54 +141,95 @@ def stem(x, widths, out_ch, activation):
   return x
 
 
-@gin.configurable
-def nfnet(variant="F0", num_classes=1000, input_shape=None, *,
-          width=1.0, se_ratio=0.5, alpha=0.2, stochdepth_rate=0.1,
-          dropout: Optional[float] = None, activation="gelu", expansion=0.5,
-          final_conv_mult=2, name=None):
-  """Builds NFNet-`variant` as a tf_keras functional model returning logits.
+@gin.configurable("nfnet")
+@dataclasses.dataclass(frozen=True)
+class Design:
+  """The architecture's knobs, which apply to every row of `VARIANTS` (the paper's
+  values, as DeepMind's nfnets/nfnet.py defaults them).
+
+  Gin knows it as `nfnet` (`nfnet.stochdepth_rate = 0.25`), the names its fields had
+  as keywords of `nfnet()`; `nfnet()` reads those bindings for the fields it is not
+  given, and the operative config records them.
 
   Args:
-    variant: a key of `VARIANTS` (F0-F6, or the CPU-sized "nano").
-    num_classes: outputs of the final "logits" Dense layer.
-    input_shape: (H, W, C); defaults to the variant's training resolution, RGB.
     width: multiplier on every stage width.
     se_ratio, alpha, expansion, final_conv_mult: as in the paper (0.5, 0.2, 0.5, 2).
     stochdepth_rate: the last block's drop rate; block i drops rate * i / blocks.
     dropout: before the classifier; None takes the variant's rate.
     activation: a key of `tricks.signal_propagation.ACTIVATIONS`.
   """
+  width: float = 1.0
+  se_ratio: float = 0.5
+  alpha: float = 0.2
+  stochdepth_rate: float = 0.1
+  dropout: Optional[float] = None
+  activation: str = "gelu"
+  expansion: float = 0.5
+  final_conv_mult: float = 2
+
+
+def _design(design, knobs, read_gin=True):
+  """`design` with the fields named in `knobs` replaced; with no `design`, `knobs` and,
+  for the other fields, Gin's `nfnet.*` bindings (`read_gin`) or the paper's values."""
+  fields = {f.name: f.default for f in dataclasses.fields(Design)}
+  unknown = sorted(set(knobs) - set(fields))
+  if unknown:
+    raise TypeError(f"nfnet() got unexpected keyword arguments {unknown}; its design's "
+                    f"knobs are {sorted(fields)}")
+  if design is not None:
+    return dataclasses.replace(design, **knobs)
+  if read_gin:
+    return Design(**knobs)
+  return Design(**{**fields, **knobs})  # every field given: no Gin binding applies
+
+
+def nfnet(variant="F0", num_classes=1000, input_shape=None, design=None, *, name=None,
+          **knobs):
+  """Builds NFNet-`variant` as a tf_keras functional model returning logits.
+
+  Args:
+    variant: a key of `VARIANTS` (F0-F6, or the CPU-sized "nano").
+    num_classes: outputs of the final "logits" Dense layer.
+    input_shape: (H, W, C); defaults to the variant's training resolution, RGB.
+    design: a `Design`; None: the paper's values, or Gin's `nfnet.*` bindings where set.
+    name: the model's; None: "nfnet_<variant>".
+    **knobs: `Design` fields replacing `design`'s, e.g. `stochdepth_rate=0.25` (as
+      `zoo.build` passes its keywords on).
+  """
+  design = _design(design, knobs)
   if variant not in VARIANTS:
     raise ValueError(f"unknown NFNet variant {variant!r}; choose one of {sorted(VARIANTS)}")
   spec = VARIANTS[variant]
   if input_shape is None:
     input_shape = (spec.train_image_size, spec.train_image_size, 3)
-  dropout = spec.dropout if dropout is None else dropout
+  dropout = spec.dropout if design.dropout is None else design.dropout
 
   inputs = tf_keras.Input(shape=input_shape, name="images")
-  ch = int(spec.widths[0] * width) // 2
-  x = stem(inputs, spec.stem_widths, ch, activation)
+  ch = int(spec.widths[0] * design.width) // 2
+  x = stem(inputs, spec.stem_widths, ch, design.activation)
 
-  settings = BlockSettings(alpha, spec.group_size, expansion, se_ratio, activation)
+  settings = BlockSettings(design.alpha, spec.group_size, design.expansion,
+                           design.se_ratio, design.activation)
   num_blocks = sum(spec.depths)
   index = 0
   expected_std = 1.0
   for stage, (stage_width, depth, stride) in enumerate(
       zip(spec.widths, spec.depths, (1, 2, 2, 2))):
     for block in range(depth):
-      out_ch = int(stage_width * width)
+      out_ch = int(stage_width * design.width)
       x = nf_block(
           x, ch, out_ch, settings, stride=stride if block == 0 else 1,
-          beta=1.0 / expected_std, stochdepth_rate=stochdepth_rate * index / num_blocks,
+          beta=1.0 / expected_std,
+          stochdepth_rate=design.stochdepth_rate * index / num_blocks,
           name=f"nf_block_{index}")
       ch = out_ch
       index += 1
       if block == 0:
         expected_std = 1.0
-      expected_std = (expected_std ** 2 + alpha ** 2) ** 0.5
+      expected_std = (expected_std ** 2 + design.alpha ** 2) ** 0.5
 
-  x = ws_conv.WSConv2D(int(final_conv_mult * ch), 1, name="final_conv")(x)
-  x = signal_propagation.ScaledActivation(activation, name="final_act")(x)
+  x = ws_conv.WSConv2D(int(design.final_conv_mult * ch), 1, name="final_conv")(x)
+  x = signal_propagation.ScaledActivation(design.activation, name="final_act")(x)
   x = tf_keras.layers.GlobalAveragePooling2D(name="pool")(x)
   if dropout > 0.0:
     x = tf_keras.layers.Dropout(dropout, name="dropout")(x)
@@ -212,10 +254,11 @@ def count_params(variant="F0", num_classes=1000, **overrides):
   args = inspect.signature(nfnet).bind(variant, num_classes, **overrides)
   args.apply_defaults()
   args = args.arguments
+  design = _design(args["design"], args["knobs"], read_gin=False)
   if variant not in VARIANTS:
     raise ValueError(f"unknown NFNet variant {variant!r}; choose one of {sorted(VARIANTS)}")
   spec = VARIANTS[variant]
-  width, expansion, se_ratio = args["width"], args["expansion"], args["se_ratio"]
+  width, expansion, se_ratio = design.width, design.expansion, design.se_ratio
 
   ch = int(spec.widths[0] * width) // 2
   stem_channels = (3,) + tuple(spec.stem_widths) + (ch,)
@@ -236,6 +279,6 @@ def count_params(variant="F0", num_classes=1000, **overrides):
       total += (out_ch + 1) * hidden + (hidden + 1) * out_ch  # squeeze_excite fc0, fc1
       total += 1  # skip_gain
       ch = out_ch
-  final = int(args["final_conv_mult"] * ch)
+  final = int(design.final_conv_mult * ch)
   total += _conv_params(1, ch, final)
   return total + (final + 1) * num_classes

@@ -10,12 +10,7 @@ TPUs included, sees static shapes.
 
 Given a `tf.distribute.InputContext` (from `distribute_datasets_from_function`), each
 input pipeline (one a worker) yields per-replica batches of its own contiguous share of
-every global batch: pipeline p of P takes examples [p B/P, (p+1) B/P) of each global
-batch of B, so the replicas of all workers together see exactly the global batches of
-one process, and an epoch sees every example once across workers. Every worker draws
-the same shuffle (it is seeded) and keeps its share before augmenting, as TF's DATA
-auto-sharding does; with MixUp / CutMix (which mix a global batch) or data echoing the
-share is cut from the finished global batch instead.
+every global batch (`share.py`). The augmentation itself is `augment.py`'s.
 
 Resolution, evaluation crop and resize method, normalisation and RandAugment left
 unset (None) are taken from the model's zoo card (`with_card`).
@@ -28,10 +23,8 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-# Imported here, not when first used: Model Garden registers Gin configurables on
-# import, which Gin refuses once a config is locked (inside a run).
-from official.vision.ops import augment
-from official.vision.ops import preprocess_ops
+from recipes.data import augment
+from recipes.data import share as share_lib
 from tricks import data_echoing
 from tricks import sampling
 from zoo import card as card_lib
@@ -41,6 +34,7 @@ ECHO_PLACEMENTS = ("before_augmentation", "after_augmentation", "batch")
 # Fields a zoo card fills when they are left None.
 CARD_FIELDS = ("image_size", "eval_image_size", "eval_crop_fraction", "eval_resize_method",
                "mean", "std", "randaugment")
+Share = share_lib.Share  # where it was defined before share.py
 
 
 @gin.configurable
@@ -144,26 +138,9 @@ class InputPipeline:
                        f"{self.cutmix_alpha} must be >= 0 (0 switches one off)")
     # Working state, not settings: the in-memory caches and the RandAugment op.
     object.__setattr__(self, "_cached", {})
-    object.__setattr__(self, "_randaugment",
-                       augment.RandAugment(*self.randaugment) if self.randaugment else None)
-    object.__setattr__(self, "_autoaugment", self._make_autoaugment())
-
-  def _make_autoaugment(self):
-    if self.autoaugment is None:
-      return None
-    if not isinstance(self.autoaugment, str):
-      raise ValueError(f"InputPipeline.autoaugment={self.autoaugment!r} must be a policy name "
-                       "such as 'reduced_cifar10', or None")
-    shift = self.autoaugment_translate
-    if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not shift > 0:
-      raise ValueError(f"InputPipeline.autoaugment_translate={shift!r} must be a number of "
-                       "pixels > 0")
-    try:
-      return augment.AutoAugment(augmentation_name=self.autoaugment,
-                                 translate_const=float(shift))
-    except ValueError as e:
-      raise ValueError(f"InputPipeline.autoaugment={self.autoaugment!r} is not a policy of "
-                       f"Model Garden's AutoAugment ({e})") from None
+    object.__setattr__(self, "_randaugment", augment.randaugment_op(self.randaugment))
+    object.__setattr__(self, "_autoaugment", augment.autoaugment_op(
+        self.autoaugment, self.autoaugment_translate))
 
   def unresolved(self):
     """The card fields still None."""
@@ -233,7 +210,7 @@ class InputPipeline:
     if self.randaugment and len(tuple(self.randaugment)) != 2:
       raise ValueError(f"InputPipeline.randaugment={self.randaugment!r}; use (num_layers, "
                        "magnitude), or () for none")
-    self._check_augmentation()
+    augment.check(self)
     for name in ("mix_prob", "mix_switch_prob", "mix_label_smoothing"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
@@ -247,34 +224,6 @@ class InputPipeline:
     if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
       raise ValueError(f"InputPipeline.mean={self.mean} / std={self.std} need 3 values each, "
                        "std > 0")
-
-  def _check_augmentation(self):
-    """Raises ValueError naming the first bad crop, colour or cutout setting."""
-    if isinstance(self.random_crop_padding, bool) or not isinstance(
-        self.random_crop_padding, int) or self.random_crop_padding < 0:
-      raise ValueError(f"InputPipeline.random_crop_padding={self.random_crop_padding!r} must "
-                       "be a whole number >= 0")
-    fill = self.random_crop_fill
-    if fill is not None and (isinstance(fill, bool) or not isinstance(fill, (int, float))
-                             or not 0 <= fill <= 255):
-      raise ValueError(f"InputPipeline.random_crop_fill={fill!r} must be a pixel value in "
-                       "[0, 255], or None to pad by reflection")
-    crop = self.random_resized_crop
-    if crop is not None and not (len(tuple(crop)) == 2 and 0 < crop[0] <= crop[1] <= 1):
-      raise ValueError(f"InputPipeline.random_resized_crop={crop!r} must be (min, max) area "
-                       "fractions with 0 < min <= max <= 1, e.g. (0.08, 1.0), or None")
-    ratio = tuple(self.random_resized_crop_ratio)
-    if not (len(ratio) == 2 and 0 < ratio[0] <= ratio[1]):
-      raise ValueError(f"InputPipeline.random_resized_crop_ratio={ratio!r} must be (min, "
-                       "max) aspect ratios with 0 < min <= max, e.g. (0.75, 1.333)")
-    jitter = tuple(self.color_jitter)
-    if jitter and (len(jitter) != 3 or min(jitter) < 0):
-      raise ValueError(f"InputPipeline.color_jitter={jitter!r} must be () or (brightness, "
-                       "contrast, saturation), each >= 0")
-    if (isinstance(self.cutout, bool) or not isinstance(self.cutout, int) or self.cutout < 0
-        or self.cutout % 2):
-      raise ValueError(f"InputPipeline.cutout={self.cutout!r} must be an even whole number "
-                       "of pixels >= 0 (0: no cutout)")
 
   def _options(self):
     options = tf.data.Options()
@@ -296,41 +245,8 @@ class InputPipeline:
     return tf.image.resize(image, [resize, resize], antialias=True)
 
   def _augment(self, image, seed):
-    """Seeded crop, crop-with-padding and flip, then colour jitter, AutoAugment,
-    RandAugment and Cutout (Model Garden's: drawn from TF's op-level seeds, not from
-    (seed, epoch, position), so a resumed epoch redraws them) of a resized image."""
-    size = self.image_size
-    if self.random_resized_crop:
-      begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
-          tf.shape(image), tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed + 3,
-          min_object_covered=float(self.random_resized_crop[0]),
-          aspect_ratio_range=[float(r) for r in self.random_resized_crop_ratio],
-          area_range=[float(a) for a in self.random_resized_crop], max_attempts=10,
-          use_image_if_no_bounding_boxes=True)
-      image = tf.image.resize(tf.slice(image, begin, extent), [size, size], antialias=True)
-    elif (self.train_resize or size) > size:
-      image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed + 2)
-    if self.random_crop_padding:
-      pad = self.random_crop_padding
-      if self.random_crop_fill is None:
-        image = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode="SYMMETRIC")
-      else:
-        image = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]],
-                       constant_values=float(self.random_crop_fill))
-      image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed)
-    if self.random_flip:
-      image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
-    uint8_ops = [op.distort for op in (self._autoaugment, self._randaugment) if op]
-    if self.color_jitter:
-      uint8_ops.insert(0, lambda x: preprocess_ops.color_jitter(x, *self.color_jitter))
-    if uint8_ops:  # Model Garden's ops take and give uint8 pixels: convert once
-      image = tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
-      for op in uint8_ops:
-        image = op(image)
-      image = tf.cast(image, tf.float32)
-    if self.cutout:
-      image = augment.cutout(image, self.cutout // 2, replace=0)
-    return image
+    """The seeded training augmentation of a resized image (`augment.augment_image`)."""
+    return augment.augment_image(self, image, seed, (self._autoaugment, self._randaugment))
 
   def caches(self, num_examples, size):
     """Whether `num_examples` images of `size`^2 float32 pixels are cached."""
@@ -356,30 +272,6 @@ class InputPipeline:
     """Whether training batches are mixed (and their labels soft)."""
     return bool(self.mixup_alpha or self.cutmix_alpha)
 
-  def _mix(self, ds, num_classes, seed):
-    """Model Garden's MixupAndCutmix over batches. Its random ops are stateful and
-    seeded from the global seed when traced: tracing under the epoch's seed (then
-    putting the global seed back) makes each epoch's draws differ from the last and
-    repeat exactly on a rebuilt (resumed) epoch. The map is sequential so the draws
-    meet the batches in order.
-
-    Known deviation, left as Model Garden has it: its CutMix weighs the labels with
-    lam = 1 - r_h r_w / HW of the box as drawn, before the box is clipped at the image
-    border (and rounded to even sides), so the image's own label can be under-weighted
-    against the share of pixels it keeps; Yun et al.'s code re-computes lam after
-    clipping.
-    """
-    mixer = augment.MixupAndCutmix(
-        num_classes=num_classes, mixup_alpha=self.mixup_alpha,
-        cutmix_alpha=self.cutmix_alpha, prob=self.mix_prob,
-        switch_prob=self.mix_switch_prob, label_smoothing=self.mix_label_smoothing)
-    previous = tf.compat.v1.get_seed(None)[0]
-    tf.random.set_seed(seed)
-    try:
-      return ds.map(lambda images, labels: mixer.distort(images, tf.cast(labels, tf.int32)))
-    finally:
-      tf.random.set_seed(previous)
-
   def steps_per_epoch(self, num_examples):
     """Global batches in one epoch of `num_examples` (echoed ones included)."""
     if self.echo_factor == 1:
@@ -394,7 +286,7 @@ class InputPipeline:
     if self.unresolved():
       return self._ready().train_dataset(source, indices, epoch, seed, context)
     n = len(indices)
-    share = Share.of(context, self.batch_size)
+    share = share_lib.Share.of(context, self.batch_size)
     epoch_seed = np.array([seed, epoch], dtype=np.int64)
     shuffle_seed = int(seed * 1_000_003 + epoch)
     echoing = self.echo_factor != 1
@@ -437,7 +329,7 @@ class InputPipeline:
       ds = echo_examples(ds)
     ds = ds.batch(share.per_replica if early else self.batch_size, drop_remainder=True)
     if self.mixes:
-      ds = self._mix(ds, source.num_classes, shuffle_seed)
+      ds = augment.mix(self, ds, source.num_classes, shuffle_seed)
     if echoing and self.echo_placement == "batch":
       ds = data_echoing.echo(ds, self.echo_factor, seed=shuffle_seed)
     if echoing:  # a fractional factor varies the count: fix it at the expected one
@@ -460,7 +352,7 @@ class InputPipeline:
     pipeline's per-replica share of them)."""
     if self.unresolved():
       return self._ready().eval_dataset(source, split, indices, context)
-    share = Share.of(context, self.batch_size)
+    share = share_lib.Share.of(context, self.batch_size)
     labels = source.test_labels if split == "test" else source.train_labels
     n = len(labels) if indices is None else len(indices)
     pad = -n % self.batch_size
@@ -484,39 +376,3 @@ class InputPipeline:
     ds = ds.batch(share.per_replica, drop_remainder=True)
     return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options())
 
-
-@dataclasses.dataclass(frozen=True)
-class Share:
-  """Input pipeline `index` of `count`: its contiguous `size` examples of every global
-  batch of `batch`, in per-replica batches of `per_replica`."""
-  index: int
-  count: int
-  batch: int
-  per_replica: int
-
-  @classmethod
-  def of(cls, context, batch):
-    if context is None:
-      return cls(0, 1, batch, batch)
-    return cls(context.input_pipeline_id, context.num_input_pipelines, batch,
-               context.get_per_replica_batch_size(batch))
-
-  @property
-  def size(self):
-    return self.batch // self.count
-
-  @property
-  def whole(self):
-    """Whether this pipeline yields whole global batches (one pipeline, one replica)."""
-    return self.per_replica == self.batch
-
-  def keep(self, enumerated):
-    """(position, example) pairs -> those whose position falls in this share."""
-    index, size, batch = self.index, self.size, self.batch
-    return enumerated.filter(lambda position, _: position % batch // size == index)
-
-  def cut(self, batches):
-    """Global batches -> this share's per-replica batches."""
-    begin, end = self.index * self.size, (self.index + 1) * self.size
-    return batches.map(lambda *batch: tuple(x[begin:end] for x in batch)).unbatch().batch(
-        self.per_replica, drop_remainder=True)

@@ -1,11 +1,13 @@
 """NFNet: published parameter counts, the block's signal-propagation design, training."""
 
 from absl.testing import parameterized
+import gin
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
 from zoo import nfnet
+from zoo import registry
 
 # Parameter counts at 1000 classes. Sources: Brock et al. 2021 (arXiv:2102.06171),
 # table 1 / appendix, and DeepMind's nfnets README (F0 71.5M ... F6 438.4M).
@@ -50,6 +52,44 @@ class NfnetTest(tf.test.TestCase, parameterized.TestCase):
       nfnet.count_params("F9")
     with self.assertRaises(TypeError):
       nfnet.count_params("F0", depth=3)
+
+  def test_design_and_its_knobs_build_alike(self):
+    design = nfnet.Design(width=1.5, alpha=0.3, stochdepth_rate=0.2, dropout=0.0)
+    given = nfnet.nfnet("nano", 7, (None, None, 3), design)
+    knobs = nfnet.nfnet("nano", 7, (None, None, 3), width=1.5, alpha=0.3,
+                        stochdepth_rate=0.2, dropout=0.0)
+    self.assertEqual([(w.name, w.shape) for w in given.weights],
+                     [(w.name, w.shape) for w in knobs.weights])
+    self.assertEqual([layer.name for layer in given.layers],
+                     [layer.name for layer in knobs.layers])
+    self.assertEqual(nfnet.count_params("nano", 7, design=design), given.count_params())
+    # A knob replaces that field of `design` and keeps the others.
+    model = nfnet.nfnet("nano", 7, (None, None, 3), design, alpha=0.1)
+    self.assertAllClose(model.get_layer("nf_block_1/alpha").scale, 0.1)
+    self.assertEqual(model.get_layer("final_conv").kernel.shape[-1], 2 * 1.5 * 192)
+    with self.assertRaisesRegex(TypeError, "unexpected keyword arguments \\['depth'\\]"):
+      nfnet.nfnet("nano", depth=3)
+
+  def test_knobs_bound_through_gin(self):
+    """zoo.build's keywords reach the model (recipes bind zoo.build.stochdepth_rate,
+    tests/recipes/cli.py zoo.build.dropout), and so do nfnet's own (docs/tricks.md),
+    which the operative config records with the knobs left at the paper's values."""
+    self.addCleanup(gin.clear_config)
+    gin.parse_config(["zoo.build.name = 'nfnet_nano'", "zoo.build.num_classes = 3",
+                      "zoo.build.input_shape = (16, 16, 3)",
+                      "zoo.build.stochdepth_rate = 0.25", "zoo.build.dropout = 0.0",
+                      "nfnet.alpha = 0.3", "nfnet.activation = 'relu'"])
+    model = registry.build()
+    layers = [layer.name for layer in model.layers]
+    self.assertNotIn("dropout", layers)  # nano's own rate is 0.2
+    self.assertNotIn("nf_block_0/stoch_depth", layers)  # block i drops 0.25 * i / 4
+    self.assertAllClose(model.get_layer("nf_block_2/stoch_depth").rate, 0.25 * 2 / 4)
+    self.assertAllClose(model.get_layer("nf_block_1/alpha").scale, 0.3)
+    self.assertEqual(model.get_layer("final_act").activation, "relu")
+    operative = gin.operative_config_str().splitlines()
+    self.assertContainsSubset(["nfnet.alpha = 0.3", "nfnet.width = 1.0",
+                               "build.stochdepth_rate = 0.25"], operative)
+    self.assertNotIn("nfnet.stochdepth_rate = 0.1", operative)  # zoo.build passed it
 
   def test_f0_layer_shapes(self):
     model = nfnet.nfnet("F0", num_classes=1000, input_shape=(None, None, 3))

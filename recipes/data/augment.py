@@ -1,0 +1,141 @@
+"""Training augmentation of the input pipeline (`pipeline.InputPipeline`'s fields).
+
+Per image, after the (cached) resize: a seeded random crop (a random resized "inception"
+crop, a crop of a larger resize, or a crop after edge padding) and flip, drawn from
+(seed, epoch, position), then Model Garden's colour jitter, AutoAugment and RandAugment
+and Cutout. Per global batch: Model Garden's MixUp / CutMix, with soft labels.
+
+`settings` below is an `InputPipeline`: these functions read its augmentation fields
+(documented there) and change nothing.
+"""
+
+import tensorflow as tf
+
+# Imported here, not when first used: Model Garden registers Gin configurables on
+# import, which Gin refuses once a config is locked (inside a run).
+from official.vision.ops import augment as mg_augment
+from official.vision.ops import preprocess_ops
+
+
+def randaugment_op(randaugment):
+  """Model Garden's RandAugment for (num_layers, magnitude); None for () or None."""
+  return mg_augment.RandAugment(*randaugment) if randaugment else None
+
+
+def autoaugment_op(policy, translate):
+  """Model Garden's AutoAugment `policy` shifting `translate` pixels at level 10; None
+  for no policy. Raises ValueError naming the InputPipeline field at fault."""
+  if policy is None:
+    return None
+  if not isinstance(policy, str):
+    raise ValueError(f"InputPipeline.autoaugment={policy!r} must be a policy name "
+                     "such as 'reduced_cifar10', or None")
+  if (isinstance(translate, bool) or not isinstance(translate, (int, float))
+      or not translate > 0):
+    raise ValueError(f"InputPipeline.autoaugment_translate={translate!r} must be a number of "
+                     "pixels > 0")
+  try:
+    return mg_augment.AutoAugment(augmentation_name=policy, translate_const=float(translate))
+  except ValueError as e:
+    raise ValueError(f"InputPipeline.autoaugment={policy!r} is not a policy of "
+                     f"Model Garden's AutoAugment ({e})") from None
+
+
+def check(settings):
+  """Raises ValueError naming the first bad crop, colour or cutout setting."""
+  padding = settings.random_crop_padding
+  if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
+    raise ValueError(f"InputPipeline.random_crop_padding={padding!r} must "
+                     "be a whole number >= 0")
+  fill = settings.random_crop_fill
+  if fill is not None and (isinstance(fill, bool) or not isinstance(fill, (int, float))
+                           or not 0 <= fill <= 255):
+    raise ValueError(f"InputPipeline.random_crop_fill={fill!r} must be a pixel value in "
+                     "[0, 255], or None to pad by reflection")
+  crop = settings.random_resized_crop
+  if crop is not None and not (len(tuple(crop)) == 2 and 0 < crop[0] <= crop[1] <= 1):
+    raise ValueError(f"InputPipeline.random_resized_crop={crop!r} must be (min, max) area "
+                     "fractions with 0 < min <= max <= 1, e.g. (0.08, 1.0), or None")
+  ratio = tuple(settings.random_resized_crop_ratio)
+  if not (len(ratio) == 2 and 0 < ratio[0] <= ratio[1]):
+    raise ValueError(f"InputPipeline.random_resized_crop_ratio={ratio!r} must be (min, "
+                     "max) aspect ratios with 0 < min <= max, e.g. (0.75, 1.333)")
+  jitter = tuple(settings.color_jitter)
+  if jitter and (len(jitter) != 3 or min(jitter) < 0):
+    raise ValueError(f"InputPipeline.color_jitter={jitter!r} must be () or (brightness, "
+                     "contrast, saturation), each >= 0")
+  cutout = settings.cutout
+  if isinstance(cutout, bool) or not isinstance(cutout, int) or cutout < 0 or cutout % 2:
+    raise ValueError(f"InputPipeline.cutout={cutout!r} must be an even whole number "
+                     "of pixels >= 0 (0: no cutout)")
+
+
+def _crop(settings, image, seed):
+  """The seeded random resized crop, crop of a larger resize, or crop after padding."""
+  size = settings.image_size
+  if settings.random_resized_crop:
+    begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
+        tf.shape(image), tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed + 3,
+        min_object_covered=float(settings.random_resized_crop[0]),
+        aspect_ratio_range=[float(r) for r in settings.random_resized_crop_ratio],
+        area_range=[float(a) for a in settings.random_resized_crop], max_attempts=10,
+        use_image_if_no_bounding_boxes=True)
+    image = tf.image.resize(tf.slice(image, begin, extent), [size, size], antialias=True)
+  elif (settings.train_resize or size) > size:
+    image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed + 2)
+  if settings.random_crop_padding:
+    pad = settings.random_crop_padding
+    if settings.random_crop_fill is None:
+      image = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]], mode="SYMMETRIC")
+    else:
+      image = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]],
+                     constant_values=float(settings.random_crop_fill))
+    image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed)
+  return image
+
+
+def augment_image(settings, image, seed, model_garden_ops=()):
+  """Seeded crop, crop-with-padding and flip, then colour jitter, `model_garden_ops`
+  (AutoAugment, RandAugment; None where off) and Cutout (Model Garden's: drawn from TF's
+  op-level seeds, not from (seed, epoch, position), so a resumed epoch redraws them) of
+  a resized image."""
+  image = _crop(settings, image, seed)
+  if settings.random_flip:
+    image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
+  uint8_ops = [op.distort for op in model_garden_ops if op]
+  if settings.color_jitter:
+    uint8_ops.insert(0, lambda x: preprocess_ops.color_jitter(x, *settings.color_jitter))
+  if uint8_ops:  # Model Garden's ops take and give uint8 pixels: convert once
+    image = tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
+    for op in uint8_ops:
+      image = op(image)
+    image = tf.cast(image, tf.float32)
+  if settings.cutout:
+    image = mg_augment.cutout(image, settings.cutout // 2, replace=0)
+  return image
+
+
+def mix(settings, batches, num_classes, seed):
+  """Model Garden's MixupAndCutmix over batches. Its random ops are stateful and
+  seeded from the global seed when traced: tracing under the epoch's seed (then
+  putting the global seed back) makes each epoch's draws differ from the last and
+  repeat exactly on a rebuilt (resumed) epoch. The map is sequential so the draws
+  meet the batches in order.
+
+  Known deviation, left as Model Garden has it: its CutMix weighs the labels with
+  lam = 1 - r_h r_w / HW of the box as drawn, before the box is clipped at the image
+  border (and rounded to even sides), so the image's own label can be under-weighted
+  against the share of pixels it keeps; Yun et al.'s code re-computes lam after
+  clipping.
+  """
+  mixer = mg_augment.MixupAndCutmix(
+      num_classes=num_classes, mixup_alpha=settings.mixup_alpha,
+      cutmix_alpha=settings.cutmix_alpha, prob=settings.mix_prob,
+      switch_prob=settings.mix_switch_prob, label_smoothing=settings.mix_label_smoothing)
+  previous = tf.compat.v1.get_seed(None)[0]
+  tf.random.set_seed(seed)
+  try:
+    return batches.map(
+        lambda images, labels: mixer.distort(images, tf.cast(labels, tf.int32)))
+  finally:
+    tf.random.set_seed(previous)
