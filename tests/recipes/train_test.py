@@ -26,8 +26,8 @@ class TrainTest(tf.test.TestCase):
     self.assertEqual(metrics["epochs"], 2)
     with open(os.path.join(model_dir, "operative_config.gin")) as f:
       operative = f.read()
-    self.assertIn("logit_adjusted.tau = %TAU", operative)
-    self.assertIn("TAU = 1.0", operative)
+    self.assertIn("logit_adjusted.tau = %LOGIT_ADJUST_TAU", operative)
+    self.assertIn("LOGIT_ADJUST_TAU = 1.0", operative)
     self.assertIn("AdaptiveGradClip.clipping = %AGC_CLIPPING", operative)
     self.assertIn("AGC_CLIPPING = 0.04", operative)
     self.assertTrue(os.path.exists(os.path.join(model_dir, "per_class_accuracy.png")))

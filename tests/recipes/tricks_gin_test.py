@@ -26,7 +26,7 @@ TRICKS = {
     "cyclical_lr": ["Optimization.learning_rate = @cyclical",
                     "cyclical.base_lr = 0.01", "cyclical.max_lr = 0.1",
                     "cyclical.step_size_epochs = 1", "cyclical.mode = 'triangular2'"],
-    "logit_adjustment": ["Task.loss = @logit_adjusted", "TAU = 1.5"],
+    "logit_adjustment": ["Task.loss = @logit_adjusted", "LOGIT_ADJUST_TAU = 1.5"],
     "label_smoothing": ["logit_adjusted.label_smoothing = 0.1"],
     "weight_ema": ["tf_keras.optimizers.SGD.use_ema = True",
                    "tf_keras.optimizers.SGD.ema_momentum = 0.9"],
