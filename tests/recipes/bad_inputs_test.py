@@ -185,10 +185,10 @@ class BadInputsTest(parameterized.TestCase):
     folder = os.path.join(tmp, "images")
     if name == "gin_syntax_in_file":
       with open(os.path.join(tmp, "bad.gin"), "w") as f:
-        f.write("include 'recipes/nfnet_long_tail_tiny.gin'\nEPOCHS = (\n")
+        f.write(f"include '{cli.TINY_GIN}'\nEPOCHS = (\n")
     elif name == "renamed_macro_in_file":
       with open(os.path.join(tmp, "old.gin"), "w") as f:
-        f.write("include 'recipes/nfnet_long_tail_tiny.gin'\nWEIGHT_DECAY = 1e-4\n")
+        f.write(f"include '{cli.TINY_GIN}'\nWEIGHT_DECAY = 1e-4\n")
     elif name == "empty_class_directory":
       write_images(folder, [3, 3])
       os.makedirs(os.path.join(folder, "c2"))

@@ -17,7 +17,7 @@ class TrainTest(tf.test.TestCase):
 
   def test_tiny_recipe_end_to_end(self):
     model_dir = os.path.join(self.get_temp_dir(), "tiny")
-    result = train("--gin_file=recipes/nfnet_long_tail_tiny.gin", f"--model_dir={model_dir}")
+    result = train(cli.TINY, f"--model_dir={model_dir}")
     self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
     self.assertIn("balanced_accuracy", result.stdout)
     with open(os.path.join(model_dir, "metrics.json")) as f:

@@ -15,11 +15,13 @@ from recipes import strategies
 from recipes import train
 from recipes import trainer
 
+TINY = "tests/recipes/configs/nfnet_long_tail_tiny.gin"  # the flagship, 2 epochs at 16px
+
 # A BatchNorm model for the tricks that rewrite BN layers (NFNets have none).
 RESNET = ["include 'recipes/configs/models/resnet32_cifar.gin'", "NUM_CLASSES = 10",
           "IMAGE_SIZE = 16", "zoo.build.name = 'resnet20_cifar'"]
 
-# trick -> Gin bindings that switch it on (on top of recipes/nfnet_long_tail_tiny.gin).
+# trick -> Gin bindings that switch it on (on top of TINY).
 TRICKS = {
     "agc": ["Optimization.gradient_transforms = [@AdaptiveGradClip()]",
             "AdaptiveGradClip.clipping = 0.01"],
@@ -90,7 +92,7 @@ class TricksGinTest(tf.test.TestCase, parameterized.TestCase):
   def run_recipe(self, model_dir, bindings):
     gin.clear_config()
     tf_keras.backend.clear_session()
-    train.parse_config(["recipes/nfnet_long_tail_tiny.gin"], BASE + bindings)
+    train.parse_config([TINY], BASE + bindings)
     return trainer.train_and_evaluate(model_dir, strategies.make_strategy("one_device"))
 
   @parameterized.named_parameters(*sorted(TRICKS.items()))
