@@ -160,7 +160,7 @@ def optimizer_settings(opt):
   decay = getattr(opt, "weight_decay", None)
   if decay is not None and not (isinstance(decay, numbers.Real) and decay >= 0):
     raise ConfigError(f"Optimization.optimizer weight_decay={decay!r} must be a number >= 0; "
-                      "check WEIGHT_DECAY")
+                      "check DECOUPLED_WEIGHT_DECAY")
   ema = getattr(opt, "ema_momentum", None)
   if getattr(opt, "use_ema", False) and not 0 <= ema < 1:
     raise ConfigError(f"Optimization.optimizer ema_momentum={ema!r} must be in [0, 1)")

@@ -51,7 +51,7 @@ def logit_adjusted(class_counts, tau=1.0, label_smoothing=0.0):
   """Menon et al.'s logit-adjusted loss with priors from `class_counts`."""
   if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not tau >= 0:
     raise ValueError(f"logit_adjusted.tau={tau!r} must be a number >= 0 (0 is plain "
-                     "cross-entropy); check TAU")
+                     "cross-entropy); check LOGIT_ADJUST_TAU")
   return logit_adjustment.LogitAdjustedLoss(class_counts, tau=tau,
                                             label_smoothing=label_smoothing)
 

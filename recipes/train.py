@@ -38,6 +38,7 @@ from recipes import configurables  # pylint: disable=unused-import
 from recipes import decoupled  # pylint: disable=unused-import  (registers decoupled)
 from recipes import experiment
 from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
+from recipes import renamed
 from recipes import strategies
 from recipes import trainer
 from recipes.errors import EXIT_BAD_INPUT
@@ -85,6 +86,7 @@ def parse_config(gin_files, gin_bindings):
     raise syntax_error(files, gin_bindings, e) from None
   except (ValueError, KeyError, IOError) as e:
     raise gin_error(e) from None
+  renamed.check()  # an old macro name (TAU, WEIGHT_DECAY, ...) is an error
 
 
 def syntax_error(files, bindings, error):

@@ -54,6 +54,10 @@ CIFAR = {
 }
 
 
+# The data set of each class count (cifar_python.num_classes: recipes bind NUM_CLASSES).
+BY_CLASS_COUNT = {10: "cifar10", 100: "cifar100"}
+
+
 def official_md5(name):
   """{file name: MD5} of data set `name`, the archive's included."""
   info = CIFAR[name]
@@ -149,18 +153,36 @@ def load(path, name=None, md5="official"):
   return (name, class_names, *split(info["train"]), *split(info["test"]))
 
 
+def named(name, num_classes):
+  """`name`, or with `num_classes` given (10 or 100) the data set of that class count."""
+  if num_classes is None:
+    return name
+  if (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+      or num_classes not in BY_CLASS_COUNT):
+    raise ConfigError(f"cifar_python.num_classes={num_classes!r} must be 10 (CIFAR-10) or "
+                      "100 (CIFAR-100); check NUM_CLASSES")
+  if name is not None and name != BY_CLASS_COUNT[num_classes]:
+    raise ConfigError(f"cifar_python.name={name!r} contradicts cifar_python.num_classes="
+                      f"{num_classes!r}; bind one of them")
+  return BY_CLASS_COUNT[num_classes]
+
+
 @gin.configurable
-def cifar_python(path=gin.REQUIRED, name=None, md5="official"):
+def cifar_python(path=gin.REQUIRED, name=None, md5="official", num_classes=None):
   """The CIFAR `Source` read from the python pickles at `path` (archive or directory).
 
   Args:
     path: `cifar-10-python.tar.gz`, `cifar-100-python.tar.gz`, or their unpacked
       `cifar-10-batches-py/` / `cifar-100-python/`.
-    name: 'cifar10' or 'cifar100'; None tells them apart by `path`'s name.
+    name: 'cifar10' or 'cifar100'; None tells them apart by `num_classes`, else by
+      `path`'s name.
     md5: 'official' checks torchvision's MD5 sums; None skips the check; a dict
       {file name: MD5} replaces them.
+    num_classes: 10 or 100 names the data set (CIFAR-10 / CIFAR-100) by its class
+      count, as recipes/configs/data/cifar_lt_cao.gin binds it (NUM_CLASSES).
   """
-  name, class_names, train_x, train_y, test_x, test_y = load(path, name, md5)
+  name, class_names, train_x, train_y, test_x, test_y = load(
+      path, named(name, num_classes), md5)
   splits = {"train": (train_x, train_y), "test": (test_x, test_y)}
 
   def make_dataset(split, indices=None):

@@ -57,15 +57,34 @@ def read(path, num_classes):
   return np.stack(images), labels
 
 
+def named(name, num_classes):
+  """`name`, or with `num_classes` given (10 or 100) the files of that class count."""
+  by_count = {classes: key for key, (classes, *_) in FILES.items()}
+  if num_classes is None:
+    return "cifar10-lt" if name is None else name
+  if (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+      or num_classes not in by_count):
+    raise ConfigError(f"menon_tfrecord.num_classes={num_classes!r} must be 10 (CIFAR-10-LT) "
+                      "or 100 (CIFAR-100-LT); check NUM_CLASSES")
+  if name is not None and name != by_count[num_classes]:
+    raise ConfigError(f"menon_tfrecord.name={name!r} contradicts menon_tfrecord.num_classes="
+                      f"{num_classes!r}; bind one of them")
+  return by_count[num_classes]
+
+
 @gin.configurable
-def menon_tfrecord(data_dir=gin.REQUIRED, name="cifar10-lt", check_sizes=True):
+def menon_tfrecord(data_dir=gin.REQUIRED, name=None, check_sizes=True, num_classes=None):
   """The `Source` of Menon et al.'s released CIFAR-LT files in `data_dir`.
 
   Args:
     data_dir: the directory holding the .tfrecord files (their `data/`).
-    name: 'cifar10-lt' or 'cifar100-lt'.
+    name: 'cifar10-lt' or 'cifar100-lt'; None: the one of `num_classes` classes, else
+      'cifar10-lt'.
     check_sizes: check the files hold 12,406 / 10,847 training and 10,000 test images.
+    num_classes: 10 or 100 names the files by their class count, as
+      recipes/configs/data/cifar_lt_menon.gin binds it (NUM_CLASSES).
   """
+  name = named(name, num_classes)
   if name not in FILES:
     raise ConfigError(f"menon_tfrecord.name={name!r} is not one of {sorted(FILES)}")
   num_classes, train_file, train_size, test_file, test_size = FILES[name]

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from benchmarks import long_tail_benchmark as bench
 
-TINY = "recipes/nfnet_long_tail_tiny.gin"
+TINY = "tests/recipes/configs/nfnet_long_tail_tiny.gin"  # a test-only recipe
 
 
 class LongTailBenchmarkTest(tf.test.TestCase):

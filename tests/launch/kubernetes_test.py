@@ -21,7 +21,7 @@ GPU_JOB = Job(name="nfnet-long-tail", recipe="nfnet_long_tail", workers=2,
               model_dir="gs://bucket/runs/nfnet", image=IMAGE,
               accelerator="nvidia-tesla-a100", accelerators_per_worker=2,
               recipe_args=("--gin_bindings=EPOCHS = 3",))
-CPU_JOB = Job(name="tiny", recipe="nfnet_long_tail_tiny", workers=3, image=IMAGE)
+CPU_JOB = Job(name="tiny", recipe="nfnet_long_tail", workers=3, image=IMAGE)
 PVC = kubernetes.Options(volume_claim="runs", namespace="ml")
 INDEXED = kubernetes.Options(kind="indexed_job", volume_claim="runs")
 # The trainer writes to a path: GPU_JOB's gs://bucket/runs/nfnet is mounted.
@@ -140,7 +140,7 @@ class TFJobTest(absltest.TestCase):
         kubernetes.tfjob(dataclasses.replace(GPU_JOB, model_dir=url))
 
   def test_model_dir_every_pod_cannot_reach_is_refused(self):
-    local = Job(name="tiny", recipe="nfnet_long_tail_tiny", image=IMAGE,
+    local = Job(name="tiny", recipe="nfnet_long_tail", image=IMAGE,
                 model_dir="/tmp/runs")
     with self.assertRaisesRegex(LaunchError, "gs:// path, or --volume_claim"):
       kubernetes.tfjob(local)

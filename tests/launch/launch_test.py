@@ -36,8 +36,8 @@ def run_cli(*args, path=None):
                         capture_output=True, text=True, timeout=120, check=False)
 
 
-def tiny(**fields):
-  return Job(**dict(dict(name="nfnet-long-tail-tiny", recipe="nfnet_long_tail_tiny",
+def flagship(**fields):
+  return Job(**dict(dict(name="nfnet-long-tail", recipe="nfnet_long_tail",
                          recipe_args=(BINDING,)), **fields))
 
 
@@ -46,29 +46,29 @@ DRY_RUNS = {
     "kubernetes": (
         ["--backend=kubernetes", "--workers=2", f"--image={IMAGE}",
          "--model_dir=gs://b/tiny", "--namespace=ml"],
-        kubernetes.steps(tiny(workers=2, image=IMAGE, model_dir="gs://b/tiny"),
+        kubernetes.steps(flagship(workers=2, image=IMAGE, model_dir="gs://b/tiny"),
                          kubernetes.Options(namespace="ml"))),
     "kubernetes_indexed_job": (
         ["--backend=kubernetes", "--k8s_kind=indexed_job", "--workers=3",
          f"--image={IMAGE}", "--volume_claim=runs"],
-        kubernetes.steps(tiny(workers=3, image=IMAGE),
+        kubernetes.steps(flagship(workers=3, image=IMAGE),
                          kubernetes.Options(kind="indexed_job", volume_claim="runs"))),
     "vertex": (
         ["--backend=vertex", "--workers=2", f"--image={IMAGE}", "--model_dir=gs://b/tiny",
          "--region=us-central1", "--accelerator=NVIDIA_TESLA_T4",
          "--accelerators_per_worker=1"],
-        vertex.steps(tiny(workers=2, image=IMAGE, model_dir="gs://b/tiny",
+        vertex.steps(flagship(workers=2, image=IMAGE, model_dir="gs://b/tiny",
                           accelerator="NVIDIA_TESLA_T4", accelerators_per_worker=1),
                      vertex.Options(region="us-central1"))),
     "tpu_vm": (
         ["--backend=tpu_vm", f"--image={IMAGE}", "--model_dir=gs://b/tiny",
          "--zone=us-central2-b", "--tpu_name=my-tpu"],
-        tpu_vm.steps(tiny(image=IMAGE, model_dir="gs://b/tiny"),
+        tpu_vm.steps(flagship(image=IMAGE, model_dir="gs://b/tiny"),
                      tpu_vm.Options(tpu_name="my-tpu", zone="us-central2-b"))),
     "slurm": (
         ["--backend=slurm", "--workers=2", "--model_dir=/shared/tiny",
          "--slurm_workdir=/shared/zoo", "--slurm_partition=cpu"],
-        slurm.steps(tiny(workers=2, model_dir="/shared/tiny"),
+        slurm.steps(flagship(workers=2, model_dir="/shared/tiny"),
                     slurm.Options(workdir="/shared/zoo", partition="cpu"))),
 }
 
@@ -90,7 +90,7 @@ class DryRunTest(absltest.TestCase):
 
   def test_every_cluster_backend_prints_its_steps(self):
     for backend, (flags, steps) in DRY_RUNS.items():
-      result = run_cli("--recipe=nfnet_long_tail_tiny", *flags, "--dry_run", "--", BINDING)
+      result = run_cli("--recipe=nfnet_long_tail", *flags, "--dry_run", "--", BINDING)
       self.assertEqual((result.returncode, result.stderr), (0, ""), backend)
       self.assertEqual(result.stdout, submit.render(steps), backend)
       self.assertIn("==> {dir}/" if backend != "tpu_vm" else "$ gcloud", result.stdout)
@@ -100,18 +100,18 @@ class DryRunTest(absltest.TestCase):
     for backend in ("kubernetes", "vertex", "tpu_vm"):
       flags, _ = DRY_RUNS[backend]
       self.assertIn("--model_dir=gs://b/tiny", flags)
-      result = run_cli("--recipe=nfnet_long_tail_tiny", *flags, "--dry_run")
+      result = run_cli("--recipe=nfnet_long_tail", *flags, "--dry_run")
       self.assertEqual(result.returncode, 0, result.stderr)
       self.assertIn("--model_dir=/gcs/b/tiny", result.stdout, backend)
       self.assertNotIn("--model_dir=gs://", result.stdout, backend)
 
   def test_the_name_defaults_to_the_recipes(self):
-    result = run_cli("--backend=slurm", "--recipe=nfnet_long_tail_tiny",
+    result = run_cli("--backend=slurm", "--recipe=nfnet_long_tail",
                      "--model_dir=/s/t", "--slurm_workdir=/s/zoo", "--dry_run")
-    self.assertIn("#SBATCH --job-name=nfnet-long-tail-tiny\n", result.stdout)
+    self.assertIn("#SBATCH --job-name=nfnet-long-tail\n", result.stdout)
 
   def test_local_prints_its_workers(self):
-    result = run_cli("--backend=local", "--recipe=nfnet_long_tail_tiny", "--workers=2",
+    result = run_cli("--backend=local", "--recipe=nfnet_long_tail", "--workers=2",
                      "--dry_run")
     self.assertEqual(result.returncode, 0, result.stderr)
     lines = result.stdout.splitlines()
@@ -125,7 +125,7 @@ class SubmitTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as tools:
       path = fake_tool(tools, "sbatch")
       flags, steps = DRY_RUNS["slurm"]
-      result = run_cli("--recipe=nfnet_long_tail_tiny", *flags, "--", BINDING, path=path)
+      result = run_cli("--recipe=nfnet_long_tail", *flags, "--", BINDING, path=path)
       self.assertEqual(result.returncode, 0, result.stderr)
       with open(os.path.join(tools, "sbatch.args")) as f:
         (script_path,) = f.read().splitlines()
@@ -140,14 +140,14 @@ class SubmitTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as tools:
       path = fake_tool(tools, "kubectl", status=5)
       flags, _ = DRY_RUNS["kubernetes"]
-      result = run_cli("--recipe=nfnet_long_tail_tiny", *flags, path=path)
+      result = run_cli("--recipe=nfnet_long_tail", *flags, path=path)
       self.assertEqual(result.returncode, 5)
       self.assertIn("error: kubectl exited with status 5", result.stderr)
 
   def test_a_missing_tool_suggests_the_dry_run(self):
     with tempfile.TemporaryDirectory() as empty:
       flags, _ = DRY_RUNS["vertex"]
-      result = run_cli("--recipe=nfnet_long_tail_tiny", *flags, path=empty)
+      result = run_cli("--recipe=nfnet_long_tail", *flags, path=empty)
       self.assertEqual(result.returncode, 2)
       self.assertEqual(result.stderr.splitlines(), [
           "error: gcloud is not on PATH; install it, or add --dry_run to print what "

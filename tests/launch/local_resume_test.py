@@ -18,11 +18,11 @@ from launch import local
 from tests.recipes import cli
 
 # Three epochs: the kill lands after the first epoch's checkpoint, well before the end.
-ARGS = cli.DETERMINISTIC_MODEL + ("--gin_bindings=EPOCHS = 3",)
+ARGS = (cli.TINY, *cli.DETERMINISTIC_MODEL, "--gin_bindings=EPOCHS = 3")
 
 
 def job(model_dir):
-  return job_lib.Job("tiny", "nfnet_long_tail_tiny", workers=2, model_dir=model_dir,
+  return job_lib.Job("tiny", "nfnet_long_tail", workers=2, model_dir=model_dir,
                      recipe_args=ARGS)
 
 

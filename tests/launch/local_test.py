@@ -1,5 +1,6 @@
 """`--backend=local`: two worker processes (TF_CONFIG on localhost) train the tiny
-flagship; only the chief writes model_dir, and the result is one process's."""
+flagship (the flagship recipe, then the test-only tiny Gin file as a recipe flag); only
+the chief writes model_dir, and the result is one process's."""
 
 import io
 import os
@@ -11,7 +12,7 @@ from launch import job as job_lib
 from launch import local
 from tests.recipes import cli
 
-RECIPE = "nfnet_long_tail_tiny"
+RECIPE = "nfnet_long_tail"
 
 
 class LocalTest(tf.test.TestCase):
@@ -22,7 +23,7 @@ class LocalTest(tf.test.TestCase):
     os.makedirs(scratch)
     out = io.StringIO()
     job = job_lib.Job("tiny", RECIPE, workers=2, model_dir=two,
-                      recipe_args=cli.DETERMINISTIC_MODEL)
+                      recipe_args=(cli.TINY, *cli.DETERMINISTIC_MODEL))
     with mock.patch.dict(os.environ, TMPDIR=scratch, TF_CPP_MIN_LOG_LEVEL="2"):
       status = local.launch(job, out=out)
     said = out.getvalue()
@@ -61,7 +62,7 @@ class LocalTest(tf.test.TestCase):
       self.assertRegex(line, r"^TF_CONFIG='\{\"cluster\": \{\"worker\": \[\"localhost:\d+\", "
                        r"\"localhost:\d+\", \"localhost:\d+\"\]\}, \"task\": \{\"type\": "
                        rf"\"worker\", \"index\": {index}\}}\}}' python3 -m recipes.train "
-                       r"--gin_file=recipes/nfnet_long_tail_tiny.gin "
+                       r"--gin_file=recipes/nfnet_long_tail.gin "
                        r"--strategy=multi_worker_mirrored --model_dir=/runs/tiny$")
 
 

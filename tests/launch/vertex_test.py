@@ -24,7 +24,7 @@ OPTIONS = vertex.Options(region="us-central1", project="my-project")
 class VertexTest(absltest.TestCase):
 
   def test_valid_against_the_custom_job_spec(self):
-    cpu = Job(name="tiny", recipe="nfnet_long_tail_tiny", image="r/zoo-cpu:1",
+    cpu = Job(name="tiny", recipe="nfnet_long_tail", image="r/zoo-cpu:1",
               model_dir="/gcs/bucket/tiny")
     for job in (JOB, cpu):
       self.assertEqual(schemas.errors("vertex_custom_job",
@@ -73,7 +73,7 @@ class VertexTest(absltest.TestCase):
                      ("/gcs/bucket/runs/full", "gs://bucket/runs/full"))
 
   def test_one_worker_one_pool(self):
-    one = Job(name="tiny", recipe="nfnet_long_tail_tiny", image="r/zoo-cpu:1",
+    one = Job(name="tiny", recipe="nfnet_long_tail", image="r/zoo-cpu:1",
               model_dir="gs://b/tiny")
     spec = vertex.custom_job_spec(one, OPTIONS)
     self.assertEqual(len(spec["workerPoolSpecs"]), 1)

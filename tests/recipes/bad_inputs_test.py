@@ -50,6 +50,12 @@ CASES = [
     ("unknown_configurable", [TINY, *bind("NoSuchThing.x = 1")], "bad Gin config: .*NoSuchThing"),
     ("unknown_reference", [TINY, *bind("Task.loss = @nosuch")], "bad Gin config: .*nosuch"),
     ("required_macro_unset", [FULL], "DATA_DIR.*set it with --gin_bindings"),
+    # Renamed macros (recipes/renamed.py): the old name is refused, not silently unread.
+    ("renamed_macro", [TINY, *bind("TAU = 2.0")],
+     "TAU was renamed: bind LOGIT_ADJUST_TAU \\(the logit-adjusted loss's tau\\)"),
+    ("renamed_macro_in_file", ["--gin_file={tmp}/old.gin"],
+     "bad Gin config: WEIGHT_DECAY was renamed: bind DECOUPLED_WEIGHT_DECAY \\(tf_keras "
+     "SGD's decoupled[^;]*; WEIGHT_DECAY itself is no longer read$"),
     ("required_parameter_unset", [TINY, *bind("Task.data = @tfds_source")],
      "Required bindings for `tfds_source`.*name"),
     # Types.
@@ -78,10 +84,11 @@ CASES = [
      "learning rate is (nan|inf)"),
     ("momentum_negative", [TINY, *bind("tf_keras.optimizers.SGD.momentum = -0.9")],
      "Optimization.optimizer.*momentum"),
-    ("weight_decay_negative", [TINY, *bind("WEIGHT_DECAY = -1.0")], "weight_decay=-1.0"),
+    ("weight_decay_negative", [TINY, *bind("DECOUPLED_WEIGHT_DECAY = -1.0")],
+     "weight_decay=-1.0.*check DECOUPLED_WEIGHT_DECAY"),
     ("l2_negative", [TINY, *bind("Optimization.l2 = -0.1")], "Optimization.l2=-0.1"),
     ("agc_negative", [TINY, *bind("AGC_CLIPPING = -0.04")], "clipping.*-0.04"),
-    ("tau_negative", [TINY, *bind("TAU = -1.0")], "tau=-1.0"),
+    ("tau_negative", [TINY, *bind("LOGIT_ADJUST_TAU = -1.0")], "tau=-1.0.*LOGIT_ADJUST_TAU"),
     ("image_size_zero", [TINY, *bind("IMAGE_SIZE = 0")], "input_shape|image_size"),
     ("crop_padding_negative", [TINY, *bind("CROP_PADDING = -1")],
      "random_crop_padding=-1 must be a whole number >= 0"),
@@ -178,7 +185,10 @@ class BadInputsTest(parameterized.TestCase):
     folder = os.path.join(tmp, "images")
     if name == "gin_syntax_in_file":
       with open(os.path.join(tmp, "bad.gin"), "w") as f:
-        f.write("include 'recipes/nfnet_long_tail_tiny.gin'\nEPOCHS = (\n")
+        f.write(f"include '{cli.TINY_GIN}'\nEPOCHS = (\n")
+    elif name == "renamed_macro_in_file":
+      with open(os.path.join(tmp, "old.gin"), "w") as f:
+        f.write(f"include '{cli.TINY_GIN}'\nWEIGHT_DECAY = 1e-4\n")
     elif name == "empty_class_directory":
       write_images(folder, [3, 3])
       os.makedirs(os.path.join(folder, "c2"))

@@ -20,7 +20,9 @@ import tempfile
 
 # The runfiles (or source) root, where recipes/ and its Gin files live.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = "--gin_file=recipes/nfnet_long_tail_tiny.gin"
+# The flagship shrunk for tests (two epochs at 16px): a test-only recipe, not in recipes/.
+TINY_GIN = "tests/recipes/configs/nfnet_long_tail_tiny.gin"
+TINY = f"--gin_file={TINY_GIN}"
 # Stochastic depth and dropout draw per replica; without them runs on different
 # replica counts do the same arithmetic, summed in a different order.
 DETERMINISTIC_MODEL = ("--gin_bindings=zoo.build.stochdepth_rate = 0.0",

@@ -17,6 +17,9 @@ import zoo
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "recipes", "*.gin")))
 README = os.path.join(ROOT, "README.md")  # //:README.md, a data dependency
+# Test-only recipes (the tiny flagship and its decoupled run) live under tests/.
+TEST_RECIPES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(
+    os.path.join(ROOT, "tests", "recipes", "configs", "*.gin")))
 
 
 def parse(name, bindings=()):
@@ -52,8 +55,18 @@ class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_recipes_found(self):
     self.assertContainsSubset(
-        ["nfnet_long_tail.gin", "nfnet_long_tail_full.gin", "nfnet_long_tail_tiny.gin",
-         "nfnet_long_tail_cifar100.gin"], RECIPES)
+        ["nfnet_long_tail.gin", "nfnet_long_tail_full.gin", "nfnet_long_tail_cifar100.gin"],
+        RECIPES)
+    self.assertEqual([n for n in RECIPES if "tiny" in n], [])  # users' recipes only
+    self.assertEqual(TEST_RECIPES, ["tests/recipes/configs/nfnet_long_tail_decoupled_tiny.gin",
+                                    "tests/recipes/configs/nfnet_long_tail_tiny.gin"])
+
+  @parameterized.parameters(TEST_RECIPES)
+  def test_test_recipe_parses_strictly(self, path):
+    gin.add_config_file_search_path(ROOT)
+    gin.parse_config_files_and_bindings([os.path.join(ROOT, path)], [], skip_unknown=False)
+    self.assertEqual(gin.query_parameter("%EPOCHS"), 2)
+    self.assertIn("Task.model = @zoo.build", gin.config_str())
 
   @parameterized.parameters(RECIPES)
   def test_recipe_parses_strictly(self, name):

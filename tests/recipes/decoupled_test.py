@@ -25,7 +25,7 @@ from tests.recipes import cli
 from tricks import tau_norm
 from zoo import decoupled as decoupled_zoo
 
-TINY = "--gin_file=recipes/nfnet_long_tail_decoupled_tiny.gin"
+TINY = "--gin_file=tests/recipes/configs/nfnet_long_tail_decoupled_tiny.gin"
 VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 

@@ -17,7 +17,7 @@ class TrainTest(tf.test.TestCase):
 
   def test_tiny_recipe_end_to_end(self):
     model_dir = os.path.join(self.get_temp_dir(), "tiny")
-    result = train("--gin_file=recipes/nfnet_long_tail_tiny.gin", f"--model_dir={model_dir}")
+    result = train(cli.TINY, f"--model_dir={model_dir}")
     self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
     self.assertIn("balanced_accuracy", result.stdout)
     with open(os.path.join(model_dir, "metrics.json")) as f:
@@ -26,8 +26,8 @@ class TrainTest(tf.test.TestCase):
     self.assertEqual(metrics["epochs"], 2)
     with open(os.path.join(model_dir, "operative_config.gin")) as f:
       operative = f.read()
-    self.assertIn("logit_adjusted.tau = %TAU", operative)
-    self.assertIn("TAU = 1.0", operative)
+    self.assertIn("logit_adjusted.tau = %LOGIT_ADJUST_TAU", operative)
+    self.assertIn("LOGIT_ADJUST_TAU = 1.0", operative)
     self.assertIn("AdaptiveGradClip.clipping = %AGC_CLIPPING", operative)
     self.assertIn("AGC_CLIPPING = 0.04", operative)
     self.assertTrue(os.path.exists(os.path.join(model_dir, "per_class_accuracy.png")))

@@ -15,18 +15,20 @@ from recipes import strategies
 from recipes import train
 from recipes import trainer
 
+TINY = "tests/recipes/configs/nfnet_long_tail_tiny.gin"  # the flagship, 2 epochs at 16px
+
 # A BatchNorm model for the tricks that rewrite BN layers (NFNets have none).
 RESNET = ["include 'recipes/configs/models/resnet32_cifar.gin'", "NUM_CLASSES = 10",
           "IMAGE_SIZE = 16", "zoo.build.name = 'resnet20_cifar'"]
 
-# trick -> Gin bindings that switch it on (on top of recipes/nfnet_long_tail_tiny.gin).
+# trick -> Gin bindings that switch it on (on top of TINY).
 TRICKS = {
     "agc": ["Optimization.gradient_transforms = [@AdaptiveGradClip()]",
             "AdaptiveGradClip.clipping = 0.01"],
     "cyclical_lr": ["Optimization.learning_rate = @cyclical",
                     "cyclical.base_lr = 0.01", "cyclical.max_lr = 0.1",
                     "cyclical.step_size_epochs = 1", "cyclical.mode = 'triangular2'"],
-    "logit_adjustment": ["Task.loss = @logit_adjusted", "TAU = 1.5"],
+    "logit_adjustment": ["Task.loss = @logit_adjusted", "LOGIT_ADJUST_TAU = 1.5"],
     "label_smoothing": ["logit_adjusted.label_smoothing = 0.1"],
     "weight_ema": ["tf_keras.optimizers.SGD.use_ema = True",
                    "tf_keras.optimizers.SGD.ema_momentum = 0.9"],
@@ -90,7 +92,7 @@ class TricksGinTest(tf.test.TestCase, parameterized.TestCase):
   def run_recipe(self, model_dir, bindings):
     gin.clear_config()
     tf_keras.backend.clear_session()
-    train.parse_config(["recipes/nfnet_long_tail_tiny.gin"], BASE + bindings)
+    train.parse_config([TINY], BASE + bindings)
     return trainer.train_and_evaluate(model_dir, strategies.make_strategy("one_device"))
 
   @parameterized.named_parameters(*sorted(TRICKS.items()))

@@ -219,15 +219,17 @@ class CifarLtTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters("cifar10", "cifar100")
   def test_gin_config(self, name):
+    classes = 10 if name == "cifar10" else 100
     gin.add_config_file_search_path(ROOT)
     gin.parse_config_files_and_bindings(
-        [os.path.join(ROOT, "recipes", "configs", "data", f"{name}_lt_cao.gin")],
+        [os.path.join(ROOT, "recipes", "configs", "data", "cifar_lt_cao.gin")],
         ["SEED = 0", "IMAGE_SIZE = 32", f"CIFAR_PATH = '{self.archives[name]}'",
-         "RHO = 5", "cifar_python.md5 = None"], skip_unknown=False)
+         f"NUM_CLASSES = {classes}", "RHO = 5", "cifar_python.md5 = None"],
+        skip_unknown=False)
     source = gin.query_parameter("Task.data").scoped_configurable_fn()
+    self.assertEqual(source.name, name)
     long_tail = gin.query_parameter("Task.long_tail").scoped_configurable_fn()
     self.assertEqual(long_tail.seed, 0)
-    classes = 10 if name == "cifar10" else 100
     counts = np.bincount(source.train_labels[long_tail.select(source.train_labels, classes)])
     self.assertEqual(counts.tolist(), their_counts(len(source.train_labels), classes, 0.2))
 

@@ -54,6 +54,21 @@ class CifarPythonTest(tf.test.TestCase):
     with self.assertRaisesRegex(ConfigError, "has no cifar-100-python/train"):
       cifar_python.cifar_python(path=odd, name="cifar100", md5=None)
 
+  def test_num_classes_names_the_data_set(self):
+    odd = os.path.join(self.get_temp_dir(), "yours.tar.gz")
+    shutil.copy(self.archives["cifar10"], odd)
+    self.assertEqual(cifar_python.cifar_python(path=odd, num_classes=10, md5=None).name,
+                     "cifar10")
+    with self.assertRaisesRegex(ConfigError, "has no cifar-100-python/train"):
+      cifar_python.cifar_python(path=odd, num_classes=100, md5=None)
+    self.assertEqual(cifar_python.named("cifar100", 100), "cifar100")
+    self.assertIsNone(cifar_python.named(None, None))
+    for wrong in (20, 10.0, True, "10"):
+      with self.assertRaisesRegex(ConfigError, "num_classes=.* must be 10 .* or 100"):
+        cifar_python.named(None, wrong)
+    with self.assertRaisesRegex(ConfigError, "name='cifar10' contradicts .*num_classes=100"):
+      cifar_python.named("cifar10", 100)
+
 
 if __name__ == "__main__":
   tf.test.main()

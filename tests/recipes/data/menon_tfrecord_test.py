@@ -78,14 +78,30 @@ class MenonTfrecordTest(tf.test.TestCase):
   def test_gin_config(self):
     gin.add_config_file_search_path(ROOT)
     gin.parse_config_files_and_bindings(
-        [os.path.join(ROOT, "recipes", "configs", "data", "cifar10_lt_menon.gin")],
+        [os.path.join(ROOT, "recipes", "configs", "data", "cifar_lt_menon.gin")],
         ["SEED = 0", "IMAGE_SIZE = 32", f"MENON_DATA_DIR = '{self.dir}'",
-         "menon_tfrecord.check_sizes = False"], skip_unknown=False)
+         "NUM_CLASSES = 10", "menon_tfrecord.check_sizes = False"], skip_unknown=False)
     self.assertIsNone(gin.query_parameter("Task.long_tail"))
     source = gin.query_parameter("Task.data").scoped_configurable_fn()
+    self.assertEqual(source.name, "cifar10-lt")
     self.assertEqual(source.train_labels.tolist(), self.train)
-    self.assertTrue(os.path.isfile(os.path.join(
-        ROOT, "recipes", "configs", "data", "cifar100_lt_menon.gin")))
+    with gin.unlock_config():
+      gin.bind_parameter("%NUM_CLASSES", 100)  # CIFAR-100-LT: its files are not here
+    with self.assertRaisesRegex(ConfigError, "cifar100-lt_train.tfrecord' does not exist"):
+      gin.query_parameter("Task.data").scoped_configurable_fn()
+
+  def test_num_classes_names_the_files(self):
+    self.assertEqual(menon_tfrecord.named(None, None), "cifar10-lt")
+    self.assertEqual(menon_tfrecord.named(None, 100), "cifar100-lt")
+    self.assertEqual(menon_tfrecord.named("cifar10-lt", 10), "cifar10-lt")
+    source = menon_tfrecord.menon_tfrecord(data_dir=self.dir, num_classes=10,
+                                           check_sizes=False)
+    self.assertEqual(source.name, "cifar10-lt")
+    for wrong in (20, 10.0, True):
+      with self.assertRaisesRegex(ConfigError, "num_classes=.* must be 10 .* or 100"):
+        menon_tfrecord.named(None, wrong)
+    with self.assertRaisesRegex(ConfigError, "name='cifar10-lt' contradicts .*=100"):
+      menon_tfrecord.named("cifar10-lt", 100)
 
 
 if __name__ == "__main__":

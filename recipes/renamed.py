@@ -1,0 +1,44 @@
+"""Gin macros that were renamed: binding an old name is a ConfigError naming the new one.
+
+Gin binds a macro nothing refers to without a word, so `--gin_bindings='TAU = 2.0'` (or
+`TAU = 2.0` in a Gin file) after the rename would train with tau 1.0 as if never
+written. `check()`, called once after parsing (recipes/train.py), refuses it instead.
+"""
+
+import gin
+
+from recipes.errors import ConfigError
+
+# old name -> ((new name, what it is), ...): where an old name meant two things, each
+# candidate; the error names the one the recipe has (or all, if it has none).
+RENAMED = {
+    "TAU": (("LOGIT_ADJUST_TAU", "the logit-adjusted loss's tau"),),
+    "TAU_NORM": (("TAU_NORM_POWER", "the tau-normalised classifier's power tau"),),
+    "WEIGHT_DECAY": (
+        ("DECOUPLED_WEIGHT_DECAY",
+         "tf_keras SGD's decoupled weight decay, w -= lr * wd * w: the NFNet pieces"),
+        ("L2", "coupled weight decay, L2 * w added to the gradient (Optimization.l2): "
+               "runs/pytorch_sgd.gin and brock2021_nfnet_f0_imagenet")),
+    "STAGE2_WEIGHT_DECAY": (
+        ("STAGE2_L2", "stage 2's coupled weight decay (stage2/Optimization.l2)"),),
+}
+
+
+def bound(macro):
+  """Whether the parsed config binds `macro`."""
+  try:
+    gin.query_parameter(f"%{macro}")
+  except ValueError:
+    return False
+  return True
+
+
+def check(renamed=None):
+  """Raises ConfigError (one line) if the parsed config binds a renamed macro."""
+  for old, candidates in (RENAMED if renamed is None else renamed).items():
+    if not bound(old):
+      continue
+    used = [c for c in candidates if bound(c[0])] or list(candidates)
+    names = " or ".join(f"{new} ({what})" for new, what in used)
+    raise ConfigError(f"bad Gin config: {old} was renamed: bind {names}; {old} "
+                      "itself is no longer read")
