@@ -1,77 +1,138 @@
-"""Every long-tail method on the flagship's long-tailed digits, over seeds, side by side:
-`bazel run //benchmarks:long_tail [-- --seeds=0,1,2 --methods=... --epochs=N]`.
+"""Every long-tail method on real long-tailed images, over seeds, side by side:
 
-Each method is the flagship recipe (recipes/nfnet_long_tail.gin: NFNet-nano, digits at
-rho = 100, 60 epochs) with the method's Gin bindings, run as the user runs it
-(`python -m recipes.train`, one process a run, one run at a time). Prints balanced,
-many-, medium- and few-shot test accuracy per method: mean and standard deviation over
-the seeds, and each method's difference from cross-entropy against the two runs'
-seed noise (the standard error of the difference; "within noise" when it is below
-twice that).
+    ./bazelw run //benchmarks:long_tail                # every method, seeds 0, 1, 2
+    ./bazelw run //benchmarks:long_tail -- --quick     # cross-entropy, LA, LDAM-DRW; seed 0
+
+Each method is a recipe (default recipes/fashion_mnist_long_tail.gin: Fashion-MNIST-LT,
+rho = 100, CIFAR ResNet-20) with the method's Gin bindings, run as the user runs it
+(`python -m recipes.train`, one process a run, one run at a time). The methods that
+change a trained model (cRT, LWS, the tau-normalised classifier, post-hoc adjustment)
+start from the cross-entropy run of the same seed, as Kang et al. and Menon et al. do.
+
+Every run keeps its own directory under --out_dir (<method>/seed<k>); a finished run
+(its metrics.json) is read, not run again, and an interrupted one resumes from its
+checkpoint, so the table can be filled over several sittings. Prints balanced, many-,
+medium- and few-shot test accuracy per method: mean and standard deviation over the
+seeds, and each method's difference from cross-entropy against the two runs' seed
+noise (the standard error of the difference; "within noise" below twice that); writes
+the table (long_tail.md), the values (long_tail.json) and a plot (long_tail.png).
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
-import tempfile
+import time
 
 from absl import app
 from absl import flags
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FLAGSHIP = "recipes/nfnet_long_tail.gin"
-EPOCHS = 60
+RECIPE = "recipes/fashion_mnist_long_tail.gin"
 METRICS = ("balanced_accuracy", "many_shot_accuracy", "medium_shot_accuracy",
            "few_shot_accuracy")
+BASELINE = "cross-entropy"
+QUICK = (BASELINE, "logit-adjusted loss (tau = 1)", "LDAM-DRW")
+# Stage 2 from the cross-entropy run: Kang et al.'s lr 0.2 at batch 512, scaled to the
+# recipe's 128 (decoupled.gin).
+STAGE2 = ["STAGE2_LEARNING_RATE = 0.05"]
 
 
 def methods(epochs):
-  """name -> the method's Gin bindings on the flagship (deferred ones start at 80% of
-  the run, as Cao et al.'s 160 of 200 epochs)."""
+  """name -> (Gin files added to the recipe, bindings); the deferred ones switch at 80%
+  of the run, as Cao et al.'s 160 of 200 epochs. A method whose files include a
+  runs/decoupled*.gin piece is a stage 2 on the cross-entropy run."""
   deferred = int(0.8 * epochs)
+  runs = "recipes/configs/runs/"
   return {
-      "cross-entropy": ["Task.loss = @cross_entropy"],
-      "logit-adjusted loss (tau = 1)": ["Task.loss = @logit_adjusted"],
-      "Balanced Softmax": ["Task.loss = @balanced_softmax"],
-      "focal (softmax, gamma = 2)": ["Task.loss = @focal", "focal.kind = 'softmax'"],
-      "CB focal (sigmoid, beta = 0.9999, gamma = 1)": [
+      BASELINE: ([], ["Task.loss = @cross_entropy"]),
+      "logit-adjusted loss (tau = 1)": ([], ["Task.loss = @logit_adjusted"]),
+      "Balanced Softmax": ([], ["Task.loss = @balanced_softmax"]),
+      "focal (softmax, gamma = 2)": ([], ["Task.loss = @focal", "focal.kind = 'softmax'"]),
+      "CB focal (sigmoid, beta = 0.9999, gamma = 1)": ([], [
           "Task.loss = @class_balanced", "class_balanced.loss = 'focal'",
-          "focal.gamma = 1.0", "Task.model_transforms = [@sigmoid_prior_bias]"],
-      "LDAM-DRW": [
+          "focal.gamma = 1.0", "Task.model_transforms = [@sigmoid_prior_bias]"]),
+      "LDAM-DRW": ([], [
           "Task.loss = @class_balanced", "class_balanced.loss = 'ldam'",
           f"class_balanced.start_epoch = {deferred}",
-          "Task.model_transforms = [@normed_head]"],
-      "cross-entropy, class-balanced re-sampling deferred (DRS)": [
+          "Task.model_transforms = [@normed_head]"]),
+      "cross-entropy, class-balanced re-sampling deferred (DRS)": ([], [
           "Task.loss = @cross_entropy", "InputPipeline.sampler = @tricks.Sampler()",
-          "tricks.Sampler.kind = 'class'", f"tricks.Sampler.start_epoch = {deferred}"],
-      "cross-entropy, square-root sampling": [
+          "tricks.Sampler.kind = 'class'", f"tricks.Sampler.start_epoch = {deferred}"]),
+      "cross-entropy, square-root sampling": ([], [
           "Task.loss = @cross_entropy", "InputPipeline.sampler = @tricks.Sampler()",
-          "tricks.Sampler.kind = 'sqrt'"],
+          "tricks.Sampler.kind = 'sqrt'"]),
+      "post-hoc adjustment (tau on validation)": ([runs + "decoupled_posthoc.gin"], STAGE2),
+      "cRT": ([runs + "decoupled_crt.gin"], STAGE2),
+      "LWS": ([runs + "decoupled_lws.gin"], STAGE2),
+      "tau-normalised classifier (tau on validation)": (
+          [runs + "decoupled_tau_norm.gin"], STAGE2),
   }
 
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (SEED) of every method.")
 flags.DEFINE_list("methods", [], "Methods to run (default: all; names as printed).")
-flags.DEFINE_integer("epochs", EPOCHS, "EPOCHS of every run.", lower_bound=1)
-flags.DEFINE_string("gin_file", FLAGSHIP, "The recipe the methods change.")
-flags.DEFINE_string("out", None, "Also write the results as JSON here.")
+flags.DEFINE_boolean("quick", False, f"Only {', '.join(QUICK)}, seed 0 (about 15 "
+                     "minutes on 2 CPU cores).")
+flags.DEFINE_integer("epochs", None, "EPOCHS of every run (default: the recipe's).",
+                     lower_bound=1)
+flags.DEFINE_string("gin_file", RECIPE, "The recipe the methods change.")
+flags.DEFINE_string("out_dir", None, "Where the runs, table and plot go (default: "
+                    "runs/long_tail_benchmark/<recipe> under the working directory); "
+                    "rerun with the same one to skip what is done.")
 
 
-def train(gin_file, bindings, seed, epochs, model_dir, python=sys.executable):
-  """One run through the command line; its metrics.json."""
-  args = [python, "-m", "recipes.train", f"--gin_file={gin_file}", f"--model_dir={model_dir}",
-          f"--gin_bindings=SEED = {seed}", f"--gin_bindings=EPOCHS = {epochs}"]
+def recipe_epochs(gin_file):
+  """The recipe's EPOCHS (its last `EPOCHS = N` line)."""
+  with open(os.path.join(ROOT, gin_file)) as f:
+    found = re.findall(r"^EPOCHS\s*=\s*(\d+)", f.read(), flags=re.M)
+  if not found:
+    raise ValueError(f"{gin_file} sets no EPOCHS; pass --epochs")
+  return int(found[-1])
+
+
+def slug(method):
+  return re.sub(r"[^a-z0-9]+", "_", method.lower()).strip("_")
+
+
+def is_stage2(files):
+  return any("/decoupled" in f for f in files)
+
+
+def final_checkpoint(model_dir):
+  """The newest checkpoint prefix of a finished run."""
+  folder = os.path.join(model_dir, "checkpoints")
+  steps = [int(m.group(1)) for m in map(re.compile(r"^ckpt-(\d+)\.index$").match,
+                                        os.listdir(folder)) if m]
+  return os.path.join(folder, f"ckpt-{max(steps)}")
+
+
+def train(gin_file, method, seed, epochs, model_dir, stage1=None, python=sys.executable):
+  """One run through the command line (skipped when finished); its metrics.json.
+  `method`: (extra Gin files, bindings); `stage1`: the finished run a stage 2 starts
+  from."""
+  files, bindings = method
+  report = os.path.join(model_dir, "stage2" if stage1 else "", "metrics.json")
+  if os.path.exists(report):
+    with open(report) as f:
+      return json.load(f)
+  args = [python, "-m", "recipes.train", f"--model_dir={model_dir}"]
+  args += [f"--gin_file={f}" for f in [gin_file, *files]]
+  args += [f"--gin_bindings=SEED = {seed}", f"--gin_bindings=EPOCHS = {epochs}"]
+  if stage1:
+    args.append(f"--gin_bindings=decoupled.stage1_checkpoint = "
+                f"'{final_checkpoint(stage1)}'")
   args += [f"--gin_bindings={b}" for b in bindings]
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, PYTHONPATH=ROOT)
   env.pop("BUILD_WORKING_DIRECTORY", None)
   done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
   if done.returncode != 0:
     raise RuntimeError(f"run failed ({done.returncode}): {' '.join(args)}\n"
                        f"{done.stderr[-2000:]}")
-  with open(os.path.join(model_dir, "metrics.json")) as f:
+  with open(report) as f:
     return json.load(f)
 
 
@@ -83,11 +144,12 @@ def summarise(results):
     for key in METRICS:
       values = [r[key] for r in runs if r.get(key) is not None]
       std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-      table[method][key] = (float(np.mean(values)), std, values)
+      table[method][key] = (float(np.mean(values)) if values else float("nan"), std,
+                            values)
   return table
 
 
-def versus(table, method, baseline="cross-entropy", key="balanced_accuracy"):
+def versus(table, method, baseline=BASELINE, key="balanced_accuracy"):
   """(difference of means, its standard error, 'ahead' / 'behind' / 'within noise')."""
   (m, s, v), (mb, sb, vb) = table[method][key], table[baseline][key]
   error = float(np.sqrt(s ** 2 / max(len(v), 1) + sb ** 2 / max(len(vb), 1)))
@@ -97,14 +159,13 @@ def versus(table, method, baseline="cross-entropy", key="balanced_accuracy"):
   return diff, error, "ahead" if diff > 0 else "behind"
 
 
-def render(table, seeds):
-  lines = [f"Long-tailed digits (rho = 100), NFNet-nano, seeds {', '.join(seeds)}: test "
-           "accuracy, mean ± std over seeds",
+def render(table, seeds, title="Long-tailed recognition"):
+  lines = [f"{title}, seeds {', '.join(seeds)}: test accuracy, mean ± std over seeds",
            "| method | balanced | many-shot | medium-shot | few-shot | balanced vs "
            "cross-entropy |", "|---|---|---|---|---|---|"]
   for method, row in table.items():
     cells = [f"{row[k][0]:.3f} ± {row[k][1]:.3f}" for k in METRICS]
-    if method == "cross-entropy" or "cross-entropy" not in table:
+    if method == BASELINE or BASELINE not in table:
       compared = "(baseline)"
     else:
       diff, error, verdict = versus(table, method)
@@ -113,29 +174,84 @@ def render(table, seeds):
   return "\n".join(lines)
 
 
-def main(argv):
-  del argv
-  known = methods(FLAGS.epochs)
+def plot(table, path, title):
+  """Balanced accuracy per method, mean with the seeds' standard deviation as error
+  bars, each seed's value as a dot, and cross-entropy's mean as a line."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  from matplotlib import pyplot  # pylint: disable=import-outside-toplevel
+  names = list(table)[::-1]
+  means = [table[n]["balanced_accuracy"][0] for n in names]
+  stds = [table[n]["balanced_accuracy"][1] for n in names]
+  figure, axes = pyplot.subplots(figsize=(8, 0.45 * len(names) + 1.6))
+  axes.barh(range(len(names)), means, xerr=stds, color="#9ecae1", capsize=3)
+  for i, name in enumerate(names):
+    values = table[name]["balanced_accuracy"][2]
+    axes.plot(values, [i] * len(values), "k.", markersize=4)
+  if BASELINE in table:
+    axes.axvline(table[BASELINE]["balanced_accuracy"][0], color="#d62728", lw=1,
+                 label="cross-entropy's mean")
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+  finite = [m - s for m, s in zip(means, stds) if np.isfinite(m)]
+  axes.set_xlim(max(0.0, min(finite, default=0.0) - 0.05), 1.0)
+  axes.set_yticks(range(len(names)), names, fontsize=8)
+  axes.set_xlabel("balanced test accuracy (mean ± std over seeds; dots: each seed)")
+  axes.set_title(title, fontsize=10)
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  pyplot.close(figure)
+
+
+def chosen_methods(known):
+  if FLAGS.quick:
+    return list(QUICK), ["0"]
   chosen = FLAGS.methods or list(known)
   unknown = [m for m in chosen if m not in known]
   if unknown:
-    print(f"error: unknown --methods {unknown}; choose from {list(known)}", file=sys.stderr)
+    print(f"error: unknown --methods {unknown}; choose from {list(known)}",
+          file=sys.stderr)
     sys.exit(2)
-  results = {}
-  with tempfile.TemporaryDirectory() as tmp:
-    for method in chosen:
-      for seed in FLAGS.seeds:
-        model_dir = os.path.join(tmp, f"{len(results)}-{seed}")
-        metrics = train(FLAGS.gin_file, known[method], seed, FLAGS.epochs, model_dir)
-        results.setdefault(method, []).append(metrics)
-        print(f"{method}, seed {seed}: balanced accuracy "
-              f"{metrics['balanced_accuracy']:.3f}", flush=True)
+  if any(is_stage2(known[m][0]) for m in chosen) and BASELINE not in chosen:
+    chosen = [BASELINE] + chosen  # the stage-2 methods start from its runs
+  return sorted(chosen, key=lambda m: (m != BASELINE, is_stage2(known[m][0]))), FLAGS.seeds
+
+
+def out_dir():
+  if FLAGS.out_dir:
+    return FLAGS.out_dir
+  name = os.path.splitext(os.path.basename(FLAGS.gin_file))[0]
+  return os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", "."), "runs",
+                      "long_tail_benchmark", name)
+
+
+def main(argv):
+  del argv
+  epochs = FLAGS.epochs or recipe_epochs(FLAGS.gin_file)
+  known = methods(epochs)
+  chosen, seeds = chosen_methods(known)
+  root = os.path.abspath(out_dir())
+  results, began = {}, time.time()
+  for method in chosen:
+    for seed in seeds:
+      model_dir = os.path.join(root, slug(method), f"seed{seed}")
+      stage1 = (os.path.join(root, slug(BASELINE), f"seed{seed}")
+                if is_stage2(known[method][0]) else None)
+      metrics = train(FLAGS.gin_file, known[method], seed, epochs, model_dir, stage1)
+      results.setdefault(method, []).append(metrics)
+      print(f"{method}, seed {seed}: balanced accuracy "
+            f"{metrics['balanced_accuracy']:.3f} ({time.time() - began:.0f} s so far)",
+            flush=True)
   table = summarise(results)
-  print(render(table, FLAGS.seeds))
-  if FLAGS.out:
-    with open(FLAGS.out, "w") as f:
-      json.dump({m: {k: v[2] for k, v in row.items()} for m, row in table.items()}, f,
-                indent=1)
+  title = f"{os.path.basename(FLAGS.gin_file)}, {epochs} epochs"
+  text = render(table, seeds, title)
+  print(text)
+  with open(os.path.join(root, "long_tail.md"), "w") as f:
+    f.write(text + "\n")
+  with open(os.path.join(root, "long_tail.json"), "w") as f:
+    json.dump({m: {k: v[2] for k, v in row.items()} for m, row in table.items()}, f,
+              indent=1)
+  plot(table, os.path.join(root, "long_tail.png"), title)
+  print(f"Table, values and plot in {root} (long_tail.md, .json, .png)")
 
 
 if __name__ == "__main__":
