@@ -74,7 +74,8 @@ def methods(epochs):
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (SEED) of every method.")
-flags.DEFINE_list("methods", [], "Methods to run (default: all; names as printed).")
+flags.DEFINE_list("methods", [], "Methods to run, by their short names (default: all): "
+                  "ce, la, ldam_drw, crt, ... (an unknown one lists them).")
 flags.DEFINE_boolean("quick", False, f"Only {', '.join(QUICK)}, seed 0 (about 15 "
                      "minutes on 2 CPU cores).")
 flags.DEFINE_integer("epochs", None, "EPOCHS of every run (default: the recipe's).",
@@ -94,8 +95,20 @@ def recipe_epochs(gin_file):
   return int(found[-1])
 
 
+# The short name of each method: its --methods name and its runs' folder.
+SHORT = {
+    BASELINE: "ce", "logit-adjusted loss (tau = 1)": "la",
+    "Balanced Softmax": "balanced_softmax", "focal (softmax, gamma = 2)": "focal",
+    "CB focal (sigmoid, beta = 0.9999, gamma = 1)": "cb_focal", "LDAM-DRW": "ldam_drw",
+    "cross-entropy, class-balanced re-sampling deferred (DRS)": "drs",
+    "cross-entropy, square-root sampling": "sqrt_sampling",
+    "post-hoc adjustment (tau on validation)": "posthoc", "cRT": "crt", "LWS": "lws",
+    "tau-normalised classifier (tau on validation)": "tau_norm",
+}
+
+
 def slug(method):
-  return re.sub(r"[^a-z0-9]+", "_", method.lower()).strip("_")
+  return SHORT.get(method) or re.sub(r"[^a-z0-9]+", "_", method.lower()).strip("_")
 
 
 def is_stage2(files):
@@ -205,12 +218,13 @@ def plot(table, path, title):
 def chosen_methods(known):
   if FLAGS.quick:
     return list(QUICK), ["0"]
-  chosen = FLAGS.methods or list(known)
-  unknown = [m for m in chosen if m not in known]
+  by_slug = {slug(m): m for m in known}
+  unknown = [m for m in FLAGS.methods if m not in by_slug]
   if unknown:
-    print(f"error: unknown --methods {unknown}; choose from {list(known)}",
+    print(f"error: unknown --methods {unknown}; choose from {', '.join(by_slug)}",
           file=sys.stderr)
     sys.exit(2)
+  chosen = [by_slug[m] for m in FLAGS.methods] or list(known)
   if any(is_stage2(known[m][0]) for m in chosen) and BASELINE not in chosen:
     chosen = [BASELINE] + chosen  # the stage-2 methods start from its runs
   return sorted(chosen, key=lambda m: (m != BASELINE, is_stage2(known[m][0]))), FLAGS.seeds

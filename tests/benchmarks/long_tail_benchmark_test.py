@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -33,10 +34,15 @@ class LongTailBenchmarkTest(tf.test.TestCase):
         for key in bench.METRICS:
           self.assertBetween(metrics[key], 0.0, 1.0)
     # A finished run is read back, not run again (no python to run it with).
-    again = bench.train(TINY, known["LDAM-DRW"], 0, 2, os.path.join(root, "ldam_drw"),
-                        python="/nonexistent/python")
-    with open(os.path.join(root, "ldam_drw", "metrics.json")) as f:
+    ldam = os.path.join(root, bench.slug("LDAM-DRW"))
+    again = bench.train(TINY, known["LDAM-DRW"], 0, 2, ldam, python="/nonexistent/python")
+    with open(os.path.join(ldam, "metrics.json")) as f:
       self.assertEqual(again, json.load(f))
+
+  def test_every_method_has_a_short_name(self):
+    names = [bench.slug(m) for m in bench.methods(epochs=10)]
+    self.assertLen(set(names), len(names))
+    self.assertTrue(all(re.fullmatch(r"[a-z_]+", n) for n in names), names)
 
   def test_plot_and_epochs(self):
     table = bench.summarise({bench.BASELINE: [{"balanced_accuracy": 0.7}],
