@@ -28,6 +28,7 @@ from tricks import adafactor
 from tricks import agc
 from tricks import extended_bn
 from tricks import max_norm
+from tricks import remix
 from tricks import sampling
 from tricks import sam
 from tricks import sm3
@@ -50,6 +51,8 @@ gin.external_configurable(sam.ImbSAM, module="tricks")
 # Weight balancing's MaxNorm (Alshammari et al. 2022), for
 # `Optimization.weight_constraints`.
 gin.external_configurable(max_norm.MaxNorm, module="tricks")
+# Remix (Chou et al. 2020), for `InputPipeline.remix`.
+gin.external_configurable(remix.Remix, module="tricks")
 # Class-aware sampling (Kang et al. 2020) and DRS, for `InputPipeline.sampler`.
 gin.external_configurable(sampling.Sampler, module="tricks")
 

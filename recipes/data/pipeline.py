@@ -22,7 +22,7 @@ unset (None) are taken from the model's zoo card (`with_card`).
 """
 
 import dataclasses
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import gin
 import numpy as np
@@ -38,6 +38,7 @@ from zoo import card as card_lib
 
 PAD_LABEL = -1
 ECHO_PLACEMENTS = ("before_augmentation", "after_augmentation", "batch")
+REMIX_SALT = 0x7e31  # Remix's draws: their own stream of the epoch's seed
 # Fields a zoo card fills when they are left None.
 CARD_FIELDS = ("image_size", "eval_image_size", "eval_crop_fraction", "eval_resize_method",
                "mean", "std", "randaugment")
@@ -96,6 +97,9 @@ class InputPipeline:
       labels become soft [batch, classes] targets. 0 and 0 turn both off.
     mix_prob, mix_switch_prob, mix_label_smoothing: chance a batch is mixed, chance
       a mixed batch uses CutMix, and the label smoothing applied with them.
+    remix: None, or a `tricks.remix.Remix`: Remix (Chou et al. 2020) on each global
+      batch with the training split's class counts (MixUp's images, the label to the
+      minority class by their rule); it replaces mixup_alpha / cutmix_alpha.
     sampler: None (each example once an epoch, shuffled), or a `tricks.sampling.Sampler`:
       class-balanced, square-root or progressively balanced sampling (Kang et al.
       2020), from its `start_epoch` on (deferred re-sampling, Cao et al. 2019). A
@@ -134,6 +138,7 @@ class InputPipeline:
   mix_switch_prob: float = 0.5
   mix_label_smoothing: float = 0.0
   sampler: Optional[sampling.Sampler] = None
+  remix: Optional[Any] = None
 
   def __post_init__(self):
     if self.echo_placement not in ECHO_PLACEMENTS:
@@ -142,6 +147,9 @@ class InputPipeline:
     if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
       raise ValueError(f"InputPipeline.mixup_alpha={self.mixup_alpha} and cutmix_alpha="
                        f"{self.cutmix_alpha} must be >= 0 (0 switches one off)")
+    if self.remix is not None and (self.mixup_alpha or self.cutmix_alpha):
+      raise ValueError("InputPipeline.remix mixes the batch itself: set mixup_alpha and "
+                       "cutmix_alpha to 0 (Remix's alpha is Remix.alpha)")
     # Working state, not settings: the in-memory caches and the RandAugment op.
     object.__setattr__(self, "_cached", {})
     object.__setattr__(self, "_randaugment",
@@ -354,7 +362,20 @@ class InputPipeline:
   @property
   def mixes(self):
     """Whether training batches are mixed (and their labels soft)."""
-    return bool(self.mixup_alpha or self.cutmix_alpha)
+    return bool(self.mixup_alpha or self.cutmix_alpha or self.remix is not None)
+
+  def _remix(self, ds, class_counts, epoch_seed):
+    """Remix on each global batch; batch b's draws from (seed, epoch, b), so a rebuilt
+    (resumed) epoch mixes alike."""
+    base = tf.random.experimental.stateless_fold_in(epoch_seed, REMIX_SALT)
+    remix = self.remix
+
+    def mix(b, batch):
+      images, labels = batch
+      return remix.mix(images, labels, class_counts,
+                       tf.random.experimental.stateless_fold_in(base, b))
+
+    return ds.enumerate().map(mix)
 
   def _mix(self, ds, num_classes, seed):
     """Model Garden's MixupAndCutmix over batches. Its random ops are stateful and
@@ -436,7 +457,10 @@ class InputPipeline:
     if echoing and self.echo_placement == "after_augmentation":
       ds = echo_examples(ds)
     ds = ds.batch(share.per_replica if early else self.batch_size, drop_remainder=True)
-    if self.mixes:
+    if self.remix is not None:
+      counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
+      ds = self._remix(ds, counts, epoch_seed)
+    elif self.mixes:
       ds = self._mix(ds, source.num_classes, shuffle_seed)
     if echoing and self.echo_placement == "batch":
       ds = data_echoing.echo(ds, self.echo_factor, seed=shuffle_seed)

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from recipes import losses
+from tricks import remix
 
 
 class LossesTest(tf.test.TestCase):
@@ -72,6 +73,27 @@ class LongTailLossesTest(tf.test.TestCase):
     targets = np.random.default_rng(1).dirichlet(np.ones(4), size=5).astype(np.float32)
     self.assertAllClose(losses.balanced_softmax(class_counts=counts.tolist())(targets, eta),
                         -(targets * np.log(phi)).sum(axis=1), rtol=1e-5)
+
+  def test_balanced_softmax_on_remix_targets(self):
+    """Remix + Balanced Softmax (Zhang et al. 2021's best pairing): the soft target
+    lambda_y y_i + (1 - lambda_y) y_j gives lambda_y L(z, y_i) + (1 - lambda_y) L(z, y_j)
+    (Chou et al.'s remix_criterion) with Ren et al.'s L = -log(n_y e^{z_y} / sum n e^z)."""
+    counts = np.array([400.0, 100.0, 20.0])
+    labels = np.array([0, 0, 1, 2, 0, 2], np.int32)
+    images = np.eye(6, dtype=np.float32)  # image i is e_i: the mix shows lambda and j
+    mixed, targets = remix.Remix().mix(tf.constant(images), tf.constant(labels), counts,
+                                       tf.constant([3, 4], tf.int64))
+    mixed = mixed.numpy()
+    z = np.random.default_rng(4).normal(size=(6, 3))
+    weighted = counts * np.exp(z)
+    nll = -np.log(weighted / weighted.sum(axis=1, keepdims=True))
+    got = losses.balanced_softmax(class_counts=counts.tolist())(targets, z.astype(np.float32))
+    for i in range(6):
+      j = i if np.isclose(mixed[i, i], 1.0) else int(np.argmax(
+          np.where(np.arange(6) == i, -1.0, mixed[i])))
+      lam_y = targets.numpy()[i, labels[i]] if labels[i] != labels[j] else 1.0
+      want = lam_y * nll[i, labels[i]] + (1 - lam_y) * nll[i, labels[j]]
+      self.assertAllClose(got[i], want, rtol=1e-5)
 
   def test_class_balanced_softmax_weights_cross_entropy(self):
     counts, beta = [500, 50, 5], 0.99
