@@ -10,7 +10,8 @@ applies it without a second aggregation. With `sam` (tricks/sam.py: SAM, ImbSAM)
 gradient is SAM's: the all-reduced gradient gives the perturbation eps, the variables
 move to w + eps for a second forward and backward pass, whose all-reduced gradient is
 applied from w. Weight constraints (tricks/max_norm.py) project their variable after
-each update, on every replica alike. `loop(iterator, n)` runs n steps inside one
+each update, or with `every = "epoch"` after an epoch's last step (`end_epoch`, which
+the trainer calls), on every replica alike. `loop(iterator, n)` runs n steps inside one
 tf.function call, as Orbit's `steps_per_loop` and Keras's `steps_per_execution` do:
 the host talks to the device once per loop, not once per step.
 
@@ -59,7 +60,8 @@ class StepParts:
   layer_learning_rates: Optional[layer_lr.LayerLearningRates] = None
   jit_compile: bool = False
   sam: Optional[Any] = None  # tricks.sam.SAM / ImbSAM, built with the class counts
-  weight_constraints: Sequence[Any] = ()  # `.variable`, `.project(value)`, e.g. MaxNorm
+  # `.variable`, `.project(value)`, `.every` ("step" or "epoch"), e.g. tricks.MaxNorm
+  weight_constraints: Sequence[Any] = ()
 
 
 class TrainStep:
@@ -192,15 +194,25 @@ class TrainStep:
     return (tf.reduce_sum(per_example) / p.global_batch,
             tf.reduce_sum(correct) / p.global_batch, grad_norm)
 
+  def _project(self, every):
+    """Applies the weight constraints that project every `every` ("step" / "epoch")."""
+    strategy = self.parts.strategy
+    for constraint in self.parts.weight_constraints:
+      if getattr(constraint, "every", "step") == every:
+        strategy.extended.update(
+            constraint.variable,
+            lambda var, c=constraint: var.assign(c.project(tf.convert_to_tensor(var))),
+            group=False)
+
+  def end_epoch(self):
+    """After an epoch's last step: the constraints that project once an epoch."""
+    self._project("epoch")
+
   def _step(self, batch):
     """One global step; this batch's (mean loss, accuracy, gradient norm)."""
     strategy = self.parts.strategy
     loss, accuracy, grad_norm = strategy.run(self._replica_step, args=batch)
-    for constraint in self.parts.weight_constraints:  # after the update, every replica
-      strategy.extended.update(
-          constraint.variable,
-          lambda var, c=constraint: var.assign(c.project(tf.convert_to_tensor(var))),
-          group=False)
+    self._project("step")  # after the update, on every replica
     return (strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
             strategy.reduce(tf.distribute.ReduceOp.SUM, accuracy, axis=None),
             # The same on every replica: the gradients were all-reduced.

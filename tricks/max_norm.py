@@ -12,6 +12,10 @@ as their `MaxNorm_via_PGD` (ShadeAlsha/LTR-weight-balancing, utils/regularizers.
 called on stage 1's classifier before stage 2); the bias is not constrained (its
 threshold is infinite). `relative=False` takes `thresh` as the radius itself.
 
+Their `train_model` (utils/trainval.py) projects once an epoch, after the epoch's
+last step (`pgdFunc.PGD(model)` after the batch loop): `every="epoch"`; `every="step"`
+projects after every optimizer update (projected gradient descent step by step).
+
 The kernel is Keras's Dense layout [features, classes]: class c's vector is column c.
 """
 
@@ -28,13 +32,17 @@ def project(kernel, radius):
 
 class MaxNorm:
   """The per-class MaxNorm constraint on layer `layer`'s kernel, applied by the training
-  step after every optimizer update (`Optimization.weight_constraints`)."""
+  step after every optimizer update, or after each epoch's last one
+  (`Optimization.weight_constraints`)."""
 
-  def __init__(self, thresh=0.1, relative=True, layer="logits"):
+  def __init__(self, thresh=0.1, relative=True, layer="logits", every="step"):
     if isinstance(thresh, bool) or not isinstance(thresh, (int, float)) or thresh < 0:
       raise ValueError(f"MaxNorm.thresh={thresh!r} must be a number >= 0 (Alshammari et "
                        "al.'s CIFAR-100-LT stage 2 uses 0.1, relative)")
+    if every not in ("step", "epoch"):
+      raise ValueError(f"MaxNorm.every={every!r}; use 'step' or 'epoch' (their code)")
     self.thresh = float(thresh)
+    self.every = every
     self.relative = relative
     self.layer = layer
     self.variable = None

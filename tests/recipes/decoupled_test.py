@@ -165,8 +165,9 @@ class DecoupledTest(tf.test.TestCase):
 
   def test_weight_balancing_retrains_stage1s_head_inside_the_max_norm_ball(self):
     """Alshammari et al.'s stage 2: stage 1's head (not re-initialised) re-trained on the
-    frozen backbone; after training every class vector's norm is at most the radius
-    min + 0.1 (max - min) of stage 1's per-class norms (their setPerLayerThresh)."""
+    frozen backbone; after training (projected at each epoch's end, as their code) every
+    class vector's norm is at most the radius min + 0.1 (max - min) of stage 1's
+    per-class norms (their setPerLayerThresh)."""
     self.assertEqual(self.result.returncode, 0, self.result.stderr[-3000:])
     # Two epochs: their per-epoch cosine trains the last epoch at lr 0.
     stage2 = self.alone("wb", "--gin_file=recipes/configs/runs/decoupled_wb.gin",
@@ -192,6 +193,7 @@ class DecoupledTest(tf.test.TestCase):
     self.assertIn("STAGE2_WEIGHT_DECAY = 0.1", config)
     self.assertIn("stage2/Optimization.l2 = %STAGE2_WEIGHT_DECAY", config)
     self.assertIn("stage2/Optimization.weight_constraints = [@tricks.MaxNorm()]", config)
+    self.assertIn("WB_MAX_NORM_EVERY = 'epoch'", config)  # their once-an-epoch PGD
     self.assertIn("stage2/class_balanced.loss = 'softmax_bce'", config)
 
   def test_tau_norm_rescales_stage1s_head_without_training(self):

@@ -139,6 +139,20 @@ class SamStepTest(tf.test.TestCase):
     self.assertAllClose(got_b, b, atol=1e-6)  # the bias is not constrained
     self.assertAllLessEqual(np.linalg.norm(got_w, axis=0), radius * (1 + 1e-6))
 
+  def test_max_norm_once_an_epoch_projects_at_end_epoch_only(self):
+    # Their train_model: PGD after the epoch's last step, not after each step.
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    constraint = max_norm.MaxNorm(thresh=0.1, every="epoch")
+    step, model, iterator = self.make(strategy, lr=0.5, constraints=[constraint])
+    w, b = self.weights(model)
+    gw, gb = gradient(w, b, self.x.astype(np.float64), self.y)
+    w = w - 0.5 * gw
+    step.loop(iterator, 1)
+    self.assertAllClose(self.weights(model)[0], w, atol=1e-6)  # a plain SGD step
+    step.end_epoch()
+    want = w * np.minimum(1.0, constraint.radius / np.linalg.norm(w, axis=0))
+    self.assertAllClose(self.weights(model)[0], want, atol=1e-6)
+
   def test_max_norm_projects_after_the_update(self):
     self.check_max_norm(tf.distribute.OneDeviceStrategy("/cpu:0"))
 
