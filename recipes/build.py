@@ -239,17 +239,31 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
   return Optimizing(optimizer=opt, schedule=schedule, layer_rates=rates, notes=[note])
 
 
-def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batch_size):
-  """The training step: loss, gradient transforms, L2 on the decayed variables."""
+def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batch_size,
+               class_counts=None):
+  """The training step: loss, gradient transforms, L2 on the decayed variables, SAM
+  (built with the class counts), weight constraints (built on the model)."""
   for transform in optimization.gradient_transforms:
     if hasattr(transform, "build"):
       transform.build(model)
+  sam = optimization.sam
+  if sam is not None:
+    try:
+      sam.build(class_counts)
+    except ValueError as e:
+      raise ConfigError(f"Optimization.sam: {e}") from None
+  constraints = list(optimization.weight_constraints)
+  for constraint in constraints:
+    try:
+      constraint.build(model)
+    except ValueError as e:
+      raise ConfigError(f"Optimization.weight_constraints: {e}") from None
   decayed = [v for v in model.trainable_variables
              if not any(p in v.name for p in optimization.weight_decay_exclude)]
   return train_step.TrainStep(train_step.StepParts(
       strategy, model, optimizing.optimizer, loss_fn, batch_size,
       list(optimization.gradient_transforms), optimization.l2, decayed,
-      optimizing.layer_rates, runtime.jit_compile))
+      optimizing.layer_rates, runtime.jit_compile, sam, constraints))
 
 
 def check_settings(task, optimization, runtime):
@@ -283,7 +297,7 @@ def build(model_dir, strategy, task, optimization, runtime):
     optimizing = build_optimizer(optimization, runtime, model, length, plan.learning_rate)
     loss_fn = checks.construct("Task.loss", task.loss, class_counts=data.counts)
   step = build_step(strategy, optimization, runtime, model, optimizing, loss_fn,
-                    pipeline.batch_size)
+                    pipeline.batch_size, data.counts)
   notes = plan.notes + optimizing.notes
   if isinstance(strategy, tf.distribute.TPUStrategy):
     notes += tpu_checks(strategy, runtime, pipeline, data)

@@ -27,7 +27,10 @@ from tricks import acnet
 from tricks import adafactor
 from tricks import agc
 from tricks import extended_bn
+from tricks import max_norm
+from tricks import remix
 from tricks import sampling
+from tricks import sam
 from tricks import sm3
 from zoo import finetune  # pylint: disable=unused-import  (zoo.finetune_model)
 from zoo import nfnet  # pylint: disable=unused-import
@@ -42,6 +45,14 @@ for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,
 gin.external_configurable(agc.AdaptiveGradClip, module="tricks")
 gin.external_configurable(adafactor.Adafactor, module="tricks")
 gin.external_configurable(sm3.SM3, module="tricks")
+# Sharpness-aware minimisation (Foret et al. 2021) and ImbSAM, for `Optimization.sam`.
+gin.external_configurable(sam.SAM, module="tricks")
+gin.external_configurable(sam.ImbSAM, module="tricks")
+# Weight balancing's MaxNorm (Alshammari et al. 2022), for
+# `Optimization.weight_constraints`.
+gin.external_configurable(max_norm.MaxNorm, module="tricks")
+# Remix (Chou et al. 2020), for `InputPipeline.remix`.
+gin.external_configurable(remix.Remix, module="tricks")
 # Class-aware sampling (Kang et al. 2020) and DRS, for `InputPipeline.sampler`.
 gin.external_configurable(sampling.Sampler, module="tricks")
 

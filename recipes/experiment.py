@@ -98,6 +98,10 @@ class Optimization:
     phases: `Phase`s in order; empty: one phase, every layer, the whole run.
     hyperrule: a rule (`@BitHyperRule()`) whose plan sets the run's steps, rate
       schedule, resolution and MixUp from the training set, before anything is built.
+    sam: sharpness-aware minimisation, two forward / backward passes a step
+      (`@tricks.SAM()`, `@tricks.ImbSAM()`; tricks/sam.py), or None.
+    weight_constraints: projections applied after every optimizer update (e.g.
+      `@tricks.MaxNorm()`, tricks/max_norm.py), each built on the model.
   """
   optimizer: Callable = tf_keras.optimizers.SGD
   learning_rate: Callable = schedules.warmup_cosine
@@ -107,6 +111,8 @@ class Optimization:
   layer_learning_rates: Optional[Mapping[str, float]] = None
   phases: Sequence[Phase] = ()
   hyperrule: Optional[Any] = None
+  sam: Optional[Any] = None
+  weight_constraints: Sequence[Any] = ()
 
 
 @gin.configurable

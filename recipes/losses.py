@@ -18,6 +18,7 @@ from tricks import deferred_reweighting
 from tricks import focal as focal_lib
 from tricks import ldam as ldam_lib
 from tricks import logit_adjustment
+from tricks import softmax_bce
 
 
 @gin.configurable
@@ -115,7 +116,7 @@ def ldam(class_counts, max_m=0.5, s=30.0, weights=None):
   return ldam_lib.LDAMLoss(class_counts, max_m=max_m, s=s, weights=weights)
 
 
-BALANCED_LOSSES = ("softmax", "sigmoid", "focal", "ldam")
+BALANCED_LOSSES = ("softmax", "sigmoid", "focal", "ldam", "softmax_bce")
 NORMALIZATIONS = ("batch", "weights")
 
 
@@ -150,7 +151,9 @@ def class_balanced(class_counts, beta=0.9999, loss="softmax", start_epoch=0,
   """Cui et al.'s class-balanced loss: the example of class y weighted by
   (1 - beta) / (1 - beta^{n_y}) (normalised to sum to the class count) in `loss`:
   "softmax" or "sigmoid" cross-entropy, or the `focal` or `ldam` builder with their
-  own bindings (focal.gamma, focal.kind, ldam.max_m, ...).
+  own bindings (focal.gamma, focal.kind, ldam.max_m, ...), or "softmax_bce": binary
+  cross-entropy on softmax probabilities, the PyTorch port's "softmax" that Weight
+  Balancing's stage 2 trains with (tricks/softmax_bce.py).
 
   `start_epoch` > 0 defers the weights (DRW, Cao et al. 2019): unit weights before
   that epoch (0-based), the class-balanced ones from it on; LDAM-DRW is
@@ -186,6 +189,8 @@ def class_balanced(class_counts, beta=0.9999, loss="softmax", start_epoch=0,
     built = focal_lib.SigmoidFocalLoss(num_classes, gamma=0.0, weights=weights)
   elif loss == "focal":
     built = focal(class_counts, weights=weights)
+  elif loss == "softmax_bce":
+    built = softmax_bce.SoftmaxBCELoss(num_classes, weights=weights)
   else:
     built = ldam(class_counts, weights=weights)
   if deferred is not None:

@@ -6,7 +6,12 @@ Each replica computes
     -> all-reduce SUM across replicas -> gradient transforms -> apply
 
 so gradient transforms (AGC) see the unscaled, all-reduced gradient and the optimizer
-applies it without a second aggregation. `loop(iterator, n)` runs n steps inside one
+applies it without a second aggregation. With `sam` (tricks/sam.py: SAM, ImbSAM) the
+gradient is SAM's: the all-reduced gradient gives the perturbation eps, the variables
+move to w + eps for a second forward and backward pass, whose all-reduced gradient is
+applied from w. Weight constraints (tricks/max_norm.py) project their variable after
+each update, or with `every = "epoch"` after an epoch's last step (`end_epoch`, which
+the trainer calls), on every replica alike. `loop(iterator, n)` runs n steps inside one
 tf.function call, as Orbit's `steps_per_loop` and Keras's `steps_per_execution` do:
 the host talks to the device once per loop, not once per step.
 
@@ -19,13 +24,14 @@ and lowers the scale).
 """
 
 import dataclasses
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
 from tricks import layer_lr
+from tricks import sam as sam_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +59,9 @@ class StepParts:
   l2_variables: Sequence[tf.Variable] = ()
   layer_learning_rates: Optional[layer_lr.LayerLearningRates] = None
   jit_compile: bool = False
+  sam: Optional[Any] = None  # tricks.sam.SAM / ImbSAM, built with the class counts
+  # `.variable`, `.project(value)`, `.every` ("step" or "epoch"), e.g. tricks.MaxNorm
+  weight_constraints: Sequence[Any] = ()
 
 
 class TrainStep:
@@ -76,34 +85,96 @@ class TrainStep:
     self.loss_metric.reset_state()
     self.accuracy_metric.reset_state()
 
-  def _forward_backward(self, images, labels):
-    """(unscaled per-replica gradients, per-example losses, logits); XLA-compilable."""
+  def _forward_backward(self, images, labels, parts=(None,), extras=True, l2=True):
+    """(unscaled per-replica gradients of each part of the loss, per-example losses,
+    logits); XLA-compilable. A part is a per-example 0/1 weight, or None (every
+    example); the layers' losses (with `extras`) and the L2 penalty (with `l2`) join
+    the first part."""
     p = self.parts
     variables = p.model.trainable_variables
     scaling = isinstance(p.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
-    with tf.GradientTape() as tape:
+    with tf.GradientTape(persistent=len(parts) > 1) as tape:
       logits = p.model(images, training=True)
       per_example = p.loss_fn(labels, logits)
-      loss = tf.nn.compute_average_loss(per_example, global_batch_size=p.global_batch)
-      if p.model.losses:
-        loss += tf.nn.scale_regularization_loss(tf.add_n(p.model.losses))
-      trained = {v.ref() for v in variables}
-      decayed = [v for v in p.l2_variables if v.ref() in trained]
-      if p.l2 and decayed:
-        loss += tf.nn.scale_regularization_loss(0.5 * p.l2 * tf.add_n(
-            [tf.reduce_sum(tf.square(tf.cast(v, tf.float32))) for v in decayed]))
-      scaled_loss = p.optimizer.get_scaled_loss(loss) if scaling else loss
-    grads = tape.gradient(scaled_loss, variables)
-    if scaling:
-      grads = p.optimizer.get_unscaled_gradients(grads)
-    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-             for g, v in zip(grads, variables)]
+      losses = []
+      for i, weight in enumerate(parts):
+        part = per_example if weight is None else per_example * tf.cast(
+            weight, per_example.dtype)
+        loss = tf.nn.compute_average_loss(part, global_batch_size=p.global_batch)
+        if i == 0 and extras and p.model.losses:
+          loss += tf.nn.scale_regularization_loss(tf.add_n(p.model.losses))
+        if i == 0 and l2:
+          decayed = self._decayed()
+          if p.l2 and decayed:
+            loss += tf.nn.scale_regularization_loss(0.5 * p.l2 * tf.add_n(
+                [tf.reduce_sum(tf.square(tf.cast(v, tf.float32))) for v in decayed]))
+        losses.append(p.optimizer.get_scaled_loss(loss) if scaling else loss)
+    all_grads = []
+    for loss in losses:
+      grads = tape.gradient(loss, variables)
+      if scaling:
+        grads = p.optimizer.get_unscaled_gradients(grads)
+      all_grads.append([tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                        for g, v in zip(grads, variables)])
+    del tape
+    return all_grads, per_example, logits
+
+  def _decayed(self):
+    trained = {v.ref() for v in self.parts.model.trainable_variables}
+    return [v for v in self.parts.l2_variables if v.ref() in trained]
+
+  def _shift(self, deltas, sign):
+    """Every trainable variable v <- v + sign * delta, on every replica (the deltas are
+    computed from all-reduced gradients: the same on each)."""
+    variables = self.parts.model.trainable_variables
+
+    def update(strategy, deltas):
+      for v, d in zip(variables, deltas):
+        strategy.extended.update(
+            v, lambda var, d: var.assign_add(sign * tf.cast(d, var.dtype)), args=(d,),
+            group=False)
+
+    tf.distribute.get_replica_context().merge_call(update, args=(deltas,))
+
+  def _sam_gradients(self, images, labels):
+    """SAM's (or ImbSAM's) all-reduced gradient, the per-example losses and logits at w.
+    Coupled L2 (`l2`) is neither perturbed nor perturbs: its gradient at w is added, as
+    the papers' PyTorch SGD applies weight decay."""
+    p = self.parts
+    reduce = lambda g: tf.distribute.get_replica_context().all_reduce(
+        tf.distribute.ReduceOp.SUM, g)
+    tail = p.sam.tail_mask(labels)
+    if tail is None:  # SAM: the whole loss perturbs
+      (perturbing,), per_example, logits = self._forward_backward_fn(
+          images, labels, (None,), True, False)
+      kept, parts, extras = None, (None,), True
+    else:  # ImbSAM: the head's loss at w, the tail's at w + eps
+      (kept, perturbing), per_example, logits = self._forward_backward_fn(
+          images, labels, (1.0 - tail, tail), True, False)
+      kept, parts, extras = reduce(kept), (tail,), False
+    eps = sam_lib.perturbation(reduce(perturbing), p.sam.rho)
+    # A non-finite gradient (float16 overflow) moves nothing; the step reports it.
+    eps = [tf.where(tf.math.is_finite(e), e, tf.zeros_like(e)) for e in eps]
+    self._shift(eps, 1.0)
+    (grads,), _, _ = self._forward_backward_fn(images, labels, parts, extras, False)
+    self._shift(eps, -1.0)
+    grads = reduce(grads)
+    if kept is not None:
+      grads = [a + b for a, b in zip(kept, grads)]
+    decayed = {v.ref() for v in self._decayed()}
+    if p.l2 and decayed:
+      grads = [g + tf.cast(p.l2, g.dtype) * tf.cast(v, g.dtype) if v.ref() in decayed else g
+               for g, v in zip(grads, p.model.trainable_variables)]
     return grads, per_example, logits
 
   def _replica_step(self, images, labels):
     p = self.parts
-    grads, per_example, logits = self._forward_backward_fn(images, labels)
-    grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    if p.sam is None:
+      (grads,), per_example, logits = self._forward_backward_fn(images, labels)
+      grads = tf.distribute.get_replica_context().all_reduce(
+          tf.distribute.ReduceOp.SUM, grads)
+    else:
+      grads, per_example, logits = self._sam_gradients(images, labels)
     variables = p.model.trainable_variables
     for transform in p.gradient_transforms:
       grads = transform(grads, variables)
@@ -123,10 +194,25 @@ class TrainStep:
     return (tf.reduce_sum(per_example) / p.global_batch,
             tf.reduce_sum(correct) / p.global_batch, grad_norm)
 
+  def _project(self, every):
+    """Applies the weight constraints that project every `every` ("step" / "epoch")."""
+    strategy = self.parts.strategy
+    for constraint in self.parts.weight_constraints:
+      if getattr(constraint, "every", "step") == every:
+        strategy.extended.update(
+            constraint.variable,
+            lambda var, c=constraint: var.assign(c.project(tf.convert_to_tensor(var))),
+            group=False)
+
+  def end_epoch(self):
+    """After an epoch's last step: the constraints that project once an epoch."""
+    self._project("epoch")
+
   def _step(self, batch):
     """One global step; this batch's (mean loss, accuracy, gradient norm)."""
     strategy = self.parts.strategy
     loss, accuracy, grad_norm = strategy.run(self._replica_step, args=batch)
+    self._project("step")  # after the update, on every replica
     return (strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
             strategy.reduce(tf.distribute.ReduceOp.SUM, accuracy, axis=None),
             # The same on every replica: the gradients were all-reduced.

@@ -108,6 +108,7 @@ class Trainer:
       accuracy_sum += float(result.accuracies.sum())
       bar.update(done, values=[("loss", loss_sum / (done - start)),
                                ("accuracy", accuracy_sum / (done - start))])
+    built.step.end_epoch()  # the epoch is complete: once-an-epoch weight constraints
     return done
 
   def steps_in(self, epoch):

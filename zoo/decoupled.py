@@ -12,6 +12,9 @@ for `Task.model_transforms` of a second stage that starts from a stage-1 checkpo
   classifier is PyTorch's fresh nn.Linear: kernel and bias ~ U(-1/sqrt(d), 1/sqrt(d)),
   d the feature size (kaiming_uniform_(a=sqrt(5)) and its bias rule); drawn here from
   `seed` with numpy, so stage 2 alone and the one-command run start alike.
+- `train_head`: stage 1's classifier kept and re-trained, everything else frozen
+  (BatchNorm in inference mode): Weight Balancing's stage 2 (Alshammari et al. 2022;
+  their demo2 deep-copies the stage-1 model and trains `encoder.fc` weight and bias).
 - `lws`: learnable weight scaling: `tricks.lws.LogitScales` (initialised to 1) on the
   logits, every other layer frozen (their TauNormClassifier: `fc(x) * scales`, the fc
   frozen, the feature model `fix: true`).
@@ -76,6 +79,13 @@ def crt(model, seed=0):
   head.kernel.assign(tf.cast(kernel, head.kernel.dtype))
   head.bias.assign(tf.cast(bias, head.bias.dtype))
   return finetune.freeze_backbone(new)
+
+
+@gin.configurable(module="zoo", denylist=["model"])
+def train_head(model):
+  """Stage 1's head, trained on the frozen backbone (not re-initialised)."""
+  head_of(model)
+  return finetune.freeze_backbone(model)
 
 
 @gin.configurable(module="zoo", denylist=["model"])

@@ -139,3 +139,20 @@ def mix(settings, batches, num_classes, seed):
         lambda images, labels: mixer.distort(images, tf.cast(labels, tf.int32)))
   finally:
     tf.random.set_seed(previous)
+
+
+REMIX_SALT = 0x7e31  # Remix's draws: their own stream of the epoch's seed
+
+
+def remix(remixer, batches, class_counts, epoch_seed):
+  """Remix (a tricks.remix.Remix) on each global batch with the training split's
+  class counts; batch b's draws from (seed, epoch, b), so a rebuilt (resumed) epoch
+  mixes alike."""
+  base = tf.random.experimental.stateless_fold_in(epoch_seed, REMIX_SALT)
+
+  def mix(b, batch):
+    images, labels = batch
+    return remixer.mix(images, labels, class_counts,
+                       tf.random.experimental.stateless_fold_in(base, b))
+
+  return batches.enumerate().map(mix)

@@ -17,7 +17,7 @@ unset (None) are taken from the model's zoo card (`with_card`).
 """
 
 import dataclasses
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import gin
 import numpy as np
@@ -90,6 +90,9 @@ class InputPipeline:
       labels become soft [batch, classes] targets. 0 and 0 turn both off.
     mix_prob, mix_switch_prob, mix_label_smoothing: chance a batch is mixed, chance
       a mixed batch uses CutMix, and the label smoothing applied with them.
+    remix: None, or a `tricks.remix.Remix`: Remix (Chou et al. 2020) on each global
+      batch with the training split's class counts (MixUp's images, the label to the
+      minority class by their rule); it replaces mixup_alpha / cutmix_alpha.
     sampler: None (each example once an epoch, shuffled), or a `tricks.sampling.Sampler`:
       class-balanced, square-root or progressively balanced sampling (Kang et al.
       2020), from its `start_epoch` on (deferred re-sampling, Cao et al. 2019). A
@@ -128,6 +131,7 @@ class InputPipeline:
   mix_switch_prob: float = 0.5
   mix_label_smoothing: float = 0.0
   sampler: Optional[sampling.Sampler] = None
+  remix: Optional[Any] = None
 
   def __post_init__(self):
     if self.echo_placement not in ECHO_PLACEMENTS:
@@ -136,6 +140,9 @@ class InputPipeline:
     if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
       raise ValueError(f"InputPipeline.mixup_alpha={self.mixup_alpha} and cutmix_alpha="
                        f"{self.cutmix_alpha} must be >= 0 (0 switches one off)")
+    if self.remix is not None and (self.mixup_alpha or self.cutmix_alpha):
+      raise ValueError("InputPipeline.remix mixes the batch itself: set mixup_alpha and "
+                       "cutmix_alpha to 0 (Remix's alpha is Remix.alpha)")
     # Working state, not settings: the in-memory caches and the RandAugment op.
     object.__setattr__(self, "_cached", {})
     object.__setattr__(self, "_randaugment", augment.randaugment_op(self.randaugment))
@@ -270,7 +277,7 @@ class InputPipeline:
   @property
   def mixes(self):
     """Whether training batches are mixed (and their labels soft)."""
-    return bool(self.mixup_alpha or self.cutmix_alpha)
+    return bool(self.mixup_alpha or self.cutmix_alpha or self.remix is not None)
 
   def steps_per_epoch(self, num_examples):
     """Global batches in one epoch of `num_examples` (echoed ones included)."""
@@ -328,7 +335,10 @@ class InputPipeline:
     if echoing and self.echo_placement == "after_augmentation":
       ds = echo_examples(ds)
     ds = ds.batch(share.per_replica if early else self.batch_size, drop_remainder=True)
-    if self.mixes:
+    if self.remix is not None:
+      counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
+      ds = augment.remix(self.remix, ds, counts, epoch_seed)
+    elif self.mixes:
       ds = augment.mix(self, ds, source.num_classes, shuffle_seed)
     if echoing and self.echo_placement == "batch":
       ds = data_echoing.echo(ds, self.echo_factor, seed=shuffle_seed)

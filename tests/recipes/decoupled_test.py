@@ -163,6 +163,39 @@ class DecoupledTest(tf.test.TestCase):
     self.assertAllEqual(start2[scales[0]], np.ones(10))
     self.assertNotAllClose(final2[scales[0]], np.ones(10))
 
+  def test_weight_balancing_retrains_stage1s_head_inside_the_max_norm_ball(self):
+    """Alshammari et al.'s stage 2: stage 1's head (not re-initialised) re-trained on the
+    frozen backbone; after training (projected at each epoch's end, as their code) every
+    class vector's norm is at most the radius min + 0.1 (max - min) of stage 1's
+    per-class norms (their setPerLayerThresh)."""
+    self.assertEqual(self.result.returncode, 0, self.result.stderr[-3000:])
+    # Two epochs: their per-epoch cosine trains the last epoch at lr 0.
+    stage2 = self.alone("wb", "--gin_file=recipes/configs/runs/decoupled_wb.gin",
+                        "--gin_bindings=STAGE2_EPOCHS = 2")
+    final1 = weights(self.stage1_final())
+    start2, *_, final2 = (weights(p) for p in checkpoints(stage2))
+    self.assertEqual(set(final2), set(final1))
+    head = head_keys(final1)
+    kernel_key = next(k for k in head if "/kernel/" in k)
+    for key in final1:
+      self.assertAllEqual(start2[key], final1[key], msg=key)  # stage 1's, head included
+      if key not in head:
+        self.assertAllEqual(final2[key], final1[key], msg=key)
+    for key in head:
+      self.assertNotAllClose(final2[key], final1[key])
+    norms1 = np.linalg.norm(final1[kernel_key].astype(np.float64), axis=0)
+    radius = norms1.min() + 0.1 * (norms1.max() - norms1.min())
+    norms2 = np.linalg.norm(final2[kernel_key].astype(np.float64), axis=0)
+    self.assertAllLessEqual(norms2, radius * (1 + 1e-5))
+    self.assertGreater(norms1.max(), radius * (1 + 1e-3))  # the ball bit
+    with open(os.path.join(stage2, "operative_config.gin")) as f:
+      config = " ".join(f.read().replace("\\\n", " ").split())
+    self.assertIn("STAGE2_WEIGHT_DECAY = 0.1", config)
+    self.assertIn("stage2/Optimization.l2 = %STAGE2_WEIGHT_DECAY", config)
+    self.assertIn("stage2/Optimization.weight_constraints = [@tricks.MaxNorm()]", config)
+    self.assertIn("WB_MAX_NORM_EVERY = 'epoch'", config)  # their once-an-epoch PGD
+    self.assertIn("stage2/class_balanced.loss = 'softmax_bce'", config)
+
   def test_tau_norm_rescales_stage1s_head_without_training(self):
     self.assertEqual(self.result.returncode, 0, self.result.stderr[-3000:])
     stage2 = self.alone("tau", "--gin_file=recipes/configs/runs/decoupled_tau_norm.gin")

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from recipes import losses
+from tricks import remix
 
 
 class LossesTest(tf.test.TestCase):
@@ -73,6 +74,27 @@ class LongTailLossesTest(tf.test.TestCase):
     self.assertAllClose(losses.balanced_softmax(class_counts=counts.tolist())(targets, eta),
                         -(targets * np.log(phi)).sum(axis=1), rtol=1e-5)
 
+  def test_balanced_softmax_on_remix_targets(self):
+    """Remix + Balanced Softmax: the soft target
+    lambda_y y_i + (1 - lambda_y) y_j gives lambda_y L(z, y_i) + (1 - lambda_y) L(z, y_j)
+    (Chou et al.'s remix_criterion) with Ren et al.'s L = -log(n_y e^{z_y} / sum n e^z)."""
+    counts = np.array([400.0, 100.0, 20.0])
+    labels = np.array([0, 0, 1, 2, 0, 2], np.int32)
+    images = np.eye(6, dtype=np.float32)  # image i is e_i: the mix shows lambda and j
+    mixed, targets = remix.Remix().mix(tf.constant(images), tf.constant(labels), counts,
+                                       tf.constant([3, 4], tf.int64))
+    mixed = mixed.numpy()
+    z = np.random.default_rng(4).normal(size=(6, 3))
+    weighted = counts * np.exp(z)
+    nll = -np.log(weighted / weighted.sum(axis=1, keepdims=True))
+    got = losses.balanced_softmax(class_counts=counts.tolist())(targets, z.astype(np.float32))
+    for i in range(6):
+      j = i if np.isclose(mixed[i, i], 1.0) else int(np.argmax(
+          np.where(np.arange(6) == i, -1.0, mixed[i])))
+      lam_y = targets.numpy()[i, labels[i]] if labels[i] != labels[j] else 1.0
+      want = lam_y * nll[i, labels[i]] + (1 - lam_y) * nll[i, labels[j]]
+      self.assertAllClose(got[i], want, rtol=1e-5)
+
   def test_class_balanced_softmax_weights_cross_entropy(self):
     counts, beta = [500, 50, 5], 0.99
     raw = (1 - beta) / (1 - beta ** np.array(counts, np.float64))
@@ -81,6 +103,24 @@ class LongTailLossesTest(tf.test.TestCase):
     labels = np.array([0, 1, 2, 2])
     got = losses.class_balanced(class_counts=counts, beta=beta)(labels, logits)
     self.assertAllClose(got, w[labels] * numpy_cross_entropy(logits, labels), rtol=1e-5)
+
+  def test_class_balanced_softmax_bce_is_weight_balancings_cb_loss(self):
+    """Their CB_loss(labels, logits, counts, K, 'softmax', 0.9999, ...): PyTorch's
+    F.binary_cross_entropy(softmax(z), onehot, weight=w_y), a mean over batch and
+    classes; the trainer's mean of the per-example losses is that mean."""
+    counts, beta = [500, 50, 5], 0.9999
+    raw = (1 - beta) / (1 - beta ** np.array(counts, np.float64))
+    w = raw / raw.sum() * 3
+    logits = np.random.default_rng(3).normal(size=(4, 3))
+    labels = np.array([0, 1, 2, 2])
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    t = np.eye(3)[labels]
+    elementwise = -w[labels][:, None] * (t * np.log(p) + (1 - t) * np.log(1 - p))
+    got = losses.class_balanced(class_counts=counts, beta=beta, loss="softmax_bce")(
+        labels, logits.astype(np.float32))
+    self.assertEqual(got.shape, [4])
+    self.assertAllClose(np.mean(got), elementwise.mean(), rtol=1e-5)
+    self.assertAllClose(got, elementwise.mean(axis=1), rtol=1e-5)
 
   def test_class_balanced_sigmoid(self):
     counts, labels = [9, 1], np.array([0, 1])

@@ -47,6 +47,16 @@ TRICKS = {
                    + RESNET,
     "acnet": ["Task.model_transforms = [@acnet_convert]"] + RESNET,
     "mixup": ["InputPipeline.mixup_alpha = 0.2"],
+    "remix": ["InputPipeline.remix = @Remix()", "Remix.kappa = 3.0", "Remix.tau = 0.5",
+              "Task.loss = @balanced_softmax"],
+    "sam": ["Optimization.sam = @SAM()", "SAM.rho = 0.1"],
+    "sam_xla": ["Optimization.sam = @SAM()", "SAM.rho = 0.1", "Runtime.jit_compile = True"],
+    # ImbSAM under float16 loss scaling (unscaled gradients perturb; the loss scaler
+    # skips an overflowing step).
+    "imbsam": ["Optimization.sam = @ImbSAM()", "ImbSAM.rho = 0.1", "ImbSAM.eta = 20",
+               "Runtime.mixed_precision = 'mixed_float16'"],
+    "max_norm": ["Optimization.weight_constraints = [@MaxNorm()]", "MaxNorm.thresh = 1.0",
+                 "MaxNorm.relative = False"],
     "cutmix": ["InputPipeline.cutmix_alpha = 1.0", "InputPipeline.mix_prob = 0.5"],
     "randaugment": ["InputPipeline.randaugment = (2, 5)"],
     "l2": ["Optimization.l2 = 5e-4", "tf_keras.optimizers.SGD.weight_decay = None"],

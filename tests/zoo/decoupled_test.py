@@ -42,6 +42,15 @@ class DecoupledTransformsTest(tf.test.TestCase):
     features = decoupled.feature_model(new)(x).numpy()
     self.assertAllClose(new(x), features @ weight.T + bias, rtol=1e-5, atol=1e-6)
 
+  def test_train_head_keeps_the_head_and_freezes_the_rest(self):
+    model = small_model()
+    kernel = model.get_layer("logits").kernel.numpy()
+    trained = decoupled.train_head(model)
+    self.assertAllEqual(trained.get_layer("logits").kernel, kernel)  # not re-initialised
+    self.assertEqual(sorted(v.name for v in trained.trainable_variables),
+                     ["logits/bias:0", "logits/kernel:0"])
+    self.assertFalse(trained.get_layer("norm").trainable)  # inference-mode BatchNorm
+
   def test_lws_scales_start_at_one_and_train_alone(self):
     model = small_model()
     x = np.random.default_rng(2).normal(size=(4, 6)).astype(np.float32)

@@ -144,6 +144,38 @@ class PipelineTest(tf.test.TestCase):
           self.assertLessEqual(lam, np.mean(from_self) + 1e-6)
           self.assertGreaterEqual(lam, 0.0)
 
+  def test_remix_gets_the_training_counts_and_each_batchs_seed(self):
+    calls = []
+
+    class Recording:
+      """A stand-in mixer: records what the pipeline gives it (the rule itself is
+      //tests/tricks:remix_test's)."""
+
+      def mix(self, images, labels, class_counts, seed):
+        calls.append(np.asarray(class_counts))
+        # Every pixel set to a hash of the batch's seed: the test reads the seed back.
+        marks = tf.cast((seed[0] % 100_003) + 100_003 * (seed[1] % 7), images.dtype)
+        return tf.zeros_like(images) + marks, tf.one_hot(labels, 3)
+
+    source, _ = toy_source(n_train=24, size=8)
+    indices = np.array([0, 3, 6, 9, 12, 15, 18, 21, 1, 4, 7, 2])  # 8, 3, 1 a class
+    kwargs = dict(batch_size=4, image_size=8, mean=(0,) * 3, std=(1,) * 3)
+    remixed = pipeline.InputPipeline(**kwargs, remix=Recording())
+    self.assertTrue(remixed.mixes)
+    take = lambda p, e: [(x.numpy(), y.numpy())
+                         for x, y in p.train_dataset(source, indices, e, 7)]
+    first, again, other = take(remixed, 0), take(remixed, 0), take(remixed, 1)
+    plain = take(pipeline.InputPipeline(**kwargs), 0)
+    self.assertAllEqual(calls[0], [8, 3, 1])  # the training split's counts
+    for (x, _), (xa, _), (xp, _) in zip(first, again, plain):
+      self.assertAllEqual(x, xa)  # a rebuilt epoch draws alike
+      self.assertEqual(x.shape, xp.shape)
+    marks = [float(x.flat[0]) for x, _ in first + other]
+    self.assertLen(marks, 6)
+    self.assertLen(set(marks), 6)  # each batch of each epoch: its own draws
+    with self.assertRaisesRegex(ValueError, "remix mixes the batch itself"):
+      pipeline.InputPipeline(**kwargs, remix=Recording(), mixup_alpha=0.2)
+
   def test_card_fills_what_is_left_unset(self):
     f0 = card_lib.ModelCard(192, 256, 256 / 288, "bicubic", (0.1, 0.2, 0.3), (1.0, 1.0, 1.0),
                             (4, 5), None, test_crop_padding=32)
