@@ -7,7 +7,8 @@ Each method is a recipe (default recipes/fashion_mnist_long_tail.gin: Fashion-MN
 rho = 100, CIFAR ResNet-20) with the method's Gin bindings, run as the user runs it
 (`python -m recipes.train`, one process a run, one run at a time). The methods that
 change a trained model (cRT, LWS, the tau-normalised classifier, post-hoc adjustment)
-start from the cross-entropy run of the same seed, as Kang et al. and Menon et al. do.
+start from the cross-entropy run of the same seed, as Kang et al. and Menon et al. do;
+weight balancing's stage 2 from its own stage 1 (cross-entropy, weight decay 5e-3).
 
 Every run keeps its own directory under --out_dir (<method>/seed<k>); a finished run
 (its metrics.json) is read, not run again, and an interrupted one resumes from its
@@ -69,7 +70,29 @@ def methods(epochs):
       "LWS": ([runs + "decoupled_lws.gin"], STAGE2),
       "tau-normalised classifier (tau on validation)": (
           [runs + "decoupled_tau_norm.gin"], STAGE2),
+      # Weight balancing: stage 1 with the tuned weight decay, stage 2 on it.
+      WB_STAGE1: ([], ["Task.loss = @cross_entropy", "L2 = 5e-3"]),
+      "weight balancing (stage 2: CB loss, MaxNorm)": (
+          [runs + "decoupled_wb.gin"], ["STAGE2_LEARNING_RATE = 0.02"]),  # 0.01 at 64
+      "LDAM-DRW + SAM (rho = 0.8)": ([runs + "rangwani2022_sam.gin"], [
+          "Task.loss = @class_balanced", "class_balanced.loss = 'ldam'",
+          f"class_balanced.start_epoch = {deferred}",
+          "Task.model_transforms = [@normed_head]"]),
+      # ImbSAM's tail: classes under the recipe's few-shot line (their 20 is CIFAR's).
+      "ImbSAM (rho = 0.05, tail: under 200 images)": (
+          [runs + "zhou2023_imbsam.gin"], ["Task.loss = @cross_entropy",
+                                           "IMBSAM_ETA = 200"]),
+      "Remix + Balanced Softmax": ([], ["Task.loss = @balanced_softmax",
+                                        "InputPipeline.remix = @tricks.Remix()"]),
   }
+
+
+WB_STAGE1 = "cross-entropy, weight decay 5e-3 (weight balancing's stage 1)"
+
+
+def stage1_of(method):
+  """The method whose run a stage-2 method starts from."""
+  return WB_STAGE1 if method.startswith("weight balancing") else BASELINE
 
 
 FLAGS = flags.FLAGS
@@ -104,6 +127,10 @@ SHORT = {
     "cross-entropy, square-root sampling": "sqrt_sampling",
     "post-hoc adjustment (tau on validation)": "posthoc", "cRT": "crt", "LWS": "lws",
     "tau-normalised classifier (tau on validation)": "tau_norm",
+    "cross-entropy, weight decay 5e-3 (weight balancing's stage 1)": "wb_stage1",
+    "weight balancing (stage 2: CB loss, MaxNorm)": "wb", "LDAM-DRW + SAM (rho = 0.8)":
+    "ldam_drw_sam", "ImbSAM (rho = 0.05, tail: under 200 images)": "imbsam",
+    "Remix + Balanced Softmax": "remix_balanced_softmax",
 }
 
 
@@ -225,8 +252,9 @@ def chosen_methods(known):
           file=sys.stderr)
     sys.exit(2)
   chosen = [by_slug[m] for m in FLAGS.methods] or list(known)
-  if any(is_stage2(known[m][0]) for m in chosen) and BASELINE not in chosen:
-    chosen = [BASELINE] + chosen  # the stage-2 methods start from its runs
+  for method in list(chosen):  # the stage-2 methods start from their stage 1's runs
+    if is_stage2(known[method][0]) and stage1_of(method) not in chosen:
+      chosen.insert(0, stage1_of(method))
   return sorted(chosen, key=lambda m: (m != BASELINE, is_stage2(known[m][0]))), FLAGS.seeds
 
 
@@ -248,7 +276,7 @@ def main(argv):
   for method in chosen:
     for seed in seeds:
       model_dir = os.path.join(root, slug(method), f"seed{seed}")
-      stage1 = (os.path.join(root, slug(BASELINE), f"seed{seed}")
+      stage1 = (os.path.join(root, slug(stage1_of(method)), f"seed{seed}")
                 if is_stage2(known[method][0]) else None)
       metrics = train(FLAGS.gin_file, known[method], seed, epochs, model_dir, stage1)
       results.setdefault(method, []).append(metrics)

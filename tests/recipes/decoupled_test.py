@@ -190,8 +190,8 @@ class DecoupledTest(tf.test.TestCase):
     self.assertGreater(norms1.max(), radius * (1 + 1e-3))  # the ball bit
     with open(os.path.join(stage2, "operative_config.gin")) as f:
       config = " ".join(f.read().replace("\\\n", " ").split())
-    self.assertIn("STAGE2_WEIGHT_DECAY = 0.1", config)
-    self.assertIn("stage2/Optimization.l2 = %STAGE2_WEIGHT_DECAY", config)
+    self.assertIn("STAGE2_L2 = 0.1", config)
+    self.assertIn("stage2/Optimization.l2 = %STAGE2_L2", config)
     self.assertIn("stage2/Optimization.weight_constraints = [@tricks.MaxNorm()]", config)
     self.assertIn("WB_MAX_NORM_EVERY = 'epoch'", config)  # their once-an-epoch PGD
     self.assertIn("stage2/class_balanced.loss = 'softmax_bce'", config)
