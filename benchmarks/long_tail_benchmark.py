@@ -190,10 +190,13 @@ def summarise(results):
 
 
 def versus(table, method, baseline=BASELINE, key="balanced_accuracy"):
-  """(difference of means, its standard error, 'ahead' / 'behind' / 'within noise')."""
+  """(difference of means, its standard error, 'ahead' / 'behind' / 'within noise';
+  with fewer than two seeds on either side, no standard error and no verdict)."""
   (m, s, v), (mb, sb, vb) = table[method][key], table[baseline][key]
-  error = float(np.sqrt(s ** 2 / max(len(v), 1) + sb ** 2 / max(len(vb), 1)))
   diff = m - mb
+  if min(len(v), len(vb)) < 2:
+    return diff, float("nan"), "one seed: no noise estimate"
+  error = float(np.sqrt(s ** 2 / len(v) + sb ** 2 / len(vb)))
   if error == 0 or abs(diff) < 2 * error:
     return diff, error, "within noise"
   return diff, error, "ahead" if diff > 0 else "behind"
@@ -209,7 +212,8 @@ def render(table, seeds, title="Long-tailed recognition"):
       compared = "(baseline)"
     else:
       diff, error, verdict = versus(table, method)
-      compared = f"{diff:+.3f} (± {error:.3f}): {verdict}"
+      compared = (f"{diff:+.3f}: {verdict}" if np.isnan(error) else
+                  f"{diff:+.3f} (± {error:.3f}): {verdict}")
     lines.append(f"| {method} | {' | '.join(cells)} | {compared} |")
   return "\n".join(lines)
 
