@@ -28,6 +28,7 @@ from tricks import adafactor
 from tricks import agc
 from tricks import extended_bn
 from tricks import sampling
+from tricks import sgd_torch
 from tricks import sm3
 from zoo import finetune  # pylint: disable=unused-import  (zoo.finetune_model)
 from zoo import nfnet  # pylint: disable=unused-import
@@ -42,6 +43,8 @@ for _optimizer in (tf_keras.optimizers.SGD, tf_keras.optimizers.Adam,
 gin.external_configurable(agc.AdaptiveGradClip, module="tricks")
 gin.external_configurable(adafactor.Adafactor, module="tricks")
 gin.external_configurable(sm3.SM3, module="tricks")
+# torch.optim.SGD's momentum step, for the PyTorch-code recipes (runs/pytorch_sgd.gin).
+gin.external_configurable(sgd_torch.SGDTorch, module="tricks")
 # Class-aware sampling (Kang et al. 2020) and DRS, for `InputPipeline.sampler`.
 gin.external_configurable(sampling.Sampler, module="tricks")
 
