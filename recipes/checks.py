@@ -186,6 +186,13 @@ def runtime(r):
   if r.early_stopping_patience is not None and r.best_metric is None:
     raise ConfigError("Runtime.early_stopping_patience needs Runtime.best_metric (e.g. "
                       "'balanced_accuracy') and Task.validation_per_class > 0")
+  if r.test_selection is not None and not (isinstance(r.test_selection, str)
+                                            and r.test_selection.strip()):
+    raise ConfigError(f"Runtime.test_selection={r.test_selection!r}; name the code whose "
+                      "protocol it follows (e.g. \"Cao et al. 2019's\") or leave it None")
+  if r.test_selection and not r.eval_every_epochs:
+    raise ConfigError("Runtime.test_selection needs Runtime.eval_every_epochs >= 1 (the "
+                      "test split is scored at each evaluation)")
   if r.early_stopping_patience is not None and not r.eval_every_epochs:
     raise ConfigError("Runtime.early_stopping_patience needs Runtime.eval_every_epochs >= 1 "
                       "(validation only at the end cannot stop early)")

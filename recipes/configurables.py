@@ -31,6 +31,7 @@ from tricks import max_norm
 from tricks import remix
 from tricks import sampling
 from tricks import sam
+from tricks import sgd_torch
 from tricks import sm3
 from zoo import finetune  # pylint: disable=unused-import  (zoo.finetune_model)
 from zoo import nfnet  # pylint: disable=unused-import
@@ -53,6 +54,8 @@ gin.external_configurable(sam.ImbSAM, module="tricks")
 gin.external_configurable(max_norm.MaxNorm, module="tricks")
 # Remix (Chou et al. 2020), for `InputPipeline.remix`.
 gin.external_configurable(remix.Remix, module="tricks")
+# torch.optim.SGD's momentum step, for the PyTorch-code recipes (runs/pytorch_sgd.gin).
+gin.external_configurable(sgd_torch.SGDTorch, module="tricks")
 # Class-aware sampling (Kang et al. 2020) and DRS, for `InputPipeline.sampler`.
 gin.external_configurable(sampling.Sampler, module="tricks")
 

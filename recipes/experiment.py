@@ -142,6 +142,11 @@ class Runtime:
       times (Model Garden's recovery_max_trials), then stop with exit status 3.
     export_saved_model: write model_dir/export, a SavedModel serving encoded images.
     gpu_memory_growth: allocate GPU memory as needed (set before devices are used).
+    test_selection: the code whose protocol picks the best epoch on the test split (e.g.
+      "Cao et al. 2019's"): the test split is scored at every evaluation and the best
+      top-1 epoch recorded, labelled, as metrics.json's `best_on_test_protocol` (the
+      top-level metrics stay the final weights'); for reproducing a paper's number,
+      never for choosing a model (recipes/test_selection.py). None: not kept.
   """
   seed: int = 0
   epochs: int = 30
@@ -158,6 +163,7 @@ class Runtime:
   nonfinite_retries: int = 2
   export_saved_model: bool = False
   gpu_memory_growth: bool = False
+  test_selection: Optional[str] = None
 
 
 def split(**settings):

@@ -86,6 +86,9 @@ def finish(trainer, run_dir, record, extra=None):
   the run's own (a stage without training: its tau and sweep)."""
   built = trainer.built
   metrics = test_metrics(trainer, record)
+  if run_dir.test_selection.paper:  # the paper's protocol beside ours (test_selection.py)
+    run_dir.test_selection.offer(record.last_epoch, metrics)
+    metrics["best_on_test_protocol"] = run_dir.test_selection.summary()
   metrics.update(extra or {})
   if not run_dir.chief:
     if built.runtime.export_saved_model:  # every worker exports (it reads the replicas'

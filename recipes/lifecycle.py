@@ -27,6 +27,7 @@ from recipes import checkpoints as checkpoints_lib
 from recipes import report
 from recipes import run_lock
 from recipes import strategies
+from recipes import test_selection as test_selection_lib
 from recipes.errors import ConfigError
 from tricks import layer_rng
 
@@ -40,6 +41,7 @@ class RunDir:
   scratch: Optional[str]
   checkpoints: checkpoints_lib.Checkpoints
   best: best_lib.Best
+  test_selection: test_selection_lib.TestSelection
   train_writer: Any
   eval_writer: Any
 
@@ -59,12 +61,14 @@ def open_run_dir(built, chief):
   best = best_lib.Best(root=root, chief=chief, strategy=built.strategy, model=built.model,
                        metric=runtime.best_metric, patience=runtime.early_stopping_patience,
                        eval_every=runtime.eval_every_epochs)
+  selection = test_selection_lib.TestSelection(strategy=built.strategy,
+                                               paper=runtime.test_selection)
   checkpoints = checkpoints_lib.Checkpoints(
       model_dir=built.model_dir, root=root, chief=chief, strategy=built.strategy,
       model=built.model, optimizer=built.optimizer, length=built.length,
       keep=runtime.keep_checkpoints,
-      trackables=dict(best.trackables(), loss_metric=built.step.loss_metric,
-                      accuracy_metric=built.step.accuracy_metric,
+      trackables=dict(best.trackables(), **selection.trackables(),
+                      loss_metric=built.step.loss_metric, accuracy_metric=built.step.accuracy_metric,
                       layer_rngs=layer_rng.layer_random_generators(built.model)))
   if chief:
     train_writer = tf.summary.create_file_writer(os.path.join(root, "train"))
@@ -72,7 +76,8 @@ def open_run_dir(built, chief):
   else:
     train_writer = eval_writer = tf.summary.create_noop_writer()
   return RunDir(model_dir=built.model_dir, chief=chief, root=root, scratch=scratch,
-                checkpoints=checkpoints, best=best, train_writer=train_writer,
+                checkpoints=checkpoints, best=best, test_selection=selection,
+                train_writer=train_writer,
                 eval_writer=eval_writer)
 
 

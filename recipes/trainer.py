@@ -250,7 +250,9 @@ def end_epoch(trainer, run_dir, epoch):
   if done % runtime.checkpoint_every_epochs == 0 or last or stop:
     run_dir.checkpoints.save(done)
   if evaluating and not last:
-    finish_lib.write_eval_summaries(run_dir.eval_writer, trainer.evaluate(), done)
+    tested = trainer.evaluate()
+    finish_lib.write_eval_summaries(run_dir.eval_writer, tested, done)
+    run_dir.test_selection.offer(done, tested)  # where the recipe keeps its paper's
   return stop
 
 

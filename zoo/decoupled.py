@@ -23,6 +23,12 @@ for `Task.model_transforms` of a second stage that starts from a stage-1 checkpo
 
 Stage 2 trains with `Optimization.phases` empty: the freezing here is the whole story
 (finetune.freeze_backbone's mechanism, FREEZE_BACKBONE's).
+
+`crt` and `lws` take `batch_norm`: 'moving' (default; Keras's frozen BatchNorm
+normalises with its moving statistics, which stay as stage 1 left them) or 'batch', as
+Kang et al.'s code runs stage 2: their networks stay in train() mode, so the frozen
+backbone's BatchNorm normalises each class-balanced batch with its own statistics and
+updates its running statistics, though no weight of it trains (`train_batch_norm`).
 """
 
 import math
@@ -69,16 +75,51 @@ def pytorch_linear_init(kernel_shape, seed):
   return kernel.astype(np.float32), bias.astype(np.float32)
 
 
+BATCH_NORM_MODES = ("moving", "batch")
+
+
+def _batch_norm_mode(model, batch_norm):
+  if batch_norm not in BATCH_NORM_MODES:
+    raise ValueError(f"batch_norm={batch_norm!r}; choose 'moving' (frozen BatchNorm uses "
+                     "its moving statistics) or 'batch' (re-estimated in training, as "
+                     "Kang et al.'s code)")
+  return train_batch_norm(model) if batch_norm == "batch" else model
+
+
+def train_batch_norm(model):
+  """Every BatchNorm layer in `model` (nested ones included) runs as in training
+  whenever the model does, frozen or not: it normalises with the batch's statistics and
+  moves its moving mean and variance (m <- momentum m + (1 - momentum) batch value),
+  while its gamma and beta stay out of the trained variables. As PyTorch's BatchNorm in
+  train() mode with requires_grad False. Returns `model` (changed in place).
+
+  Keras ties both behaviours to `layer.trainable` (a frozen BatchNorm calls itself in
+  inference mode, and a frozen layer's moving-average updates are dropped), so each
+  BatchNorm is marked trainable and its gamma and beta are moved to its non-trainable
+  weights; a frozen enclosing block still keeps every other weight out."""
+  for layer in model.submodules:
+    if isinstance(layer, tf_keras.layers.BatchNormalization):
+      # pylint: disable=protected-access
+      frozen = list(layer._trainable_weights)
+      layer.trainable = True
+      # Past Layer.__setattr__, which would track gamma and beta as trainable again.
+      object.__setattr__(layer, "_trainable_weights", [])
+      object.__setattr__(layer, "_non_trainable_weights", frozen + [
+          w for w in layer._non_trainable_weights if all(w is not f for f in frozen)])
+  return model
+
+
 @gin.configurable(module="zoo", denylist=["model"])
-def crt(model, seed=0):
-  """Classifier re-training's model: a re-initialised head on the frozen backbone."""
+def crt(model, seed=0, batch_norm="moving"):
+  """Classifier re-training's model: a re-initialised head on the frozen backbone,
+  its BatchNorm statistics frozen ('moving') or re-estimated ('batch')."""
   old = head_of(model)
   new = finetune.replace_head(model, old.units)
   head = new.get_layer(finetune.HEAD)
   kernel, bias = pytorch_linear_init(head.kernel.shape.as_list(), seed)
   head.kernel.assign(tf.cast(kernel, head.kernel.dtype))
   head.bias.assign(tf.cast(bias, head.bias.dtype))
-  return finetune.freeze_backbone(new)
+  return _batch_norm_mode(finetune.freeze_backbone(new), batch_norm)
 
 
 @gin.configurable(module="zoo", denylist=["model"])
@@ -89,15 +130,16 @@ def train_head(model):
 
 
 @gin.configurable(module="zoo", denylist=["model"])
-def lws(model):
+def lws(model, batch_norm="moving"):
   """Learnable weight scaling's model: logits * f (f a trainable scale per class,
-  initialised to 1), every other layer frozen."""
+  initialised to 1), every other layer frozen, its BatchNorm statistics frozen
+  ('moving') or re-estimated ('batch')."""
   head_of(model)
   scaled = lws_lib.LogitScales(name=SCALES)(model.output)
   new = tf_keras.Model(model.inputs, scaled, name=model.name)
   for layer in new.layers:
     layer.trainable = layer.name == SCALES
-  return new
+  return _batch_norm_mode(new, batch_norm)
 
 
 def tau_normalize(model, tau):

@@ -15,6 +15,10 @@ import tensorflow as tf
 # import, which Gin refuses once a config is locked (inside a run).
 from official.vision.ops import augment as mg_augment
 from official.vision.ops import preprocess_ops
+from recipes.data import autoaugment_pil
+
+# The PIL port's CIFAR-10 policy at its own magnitudes (Ren et al.'s copy).
+PIL_POLICIES = {"cifar10_pil": autoaugment_pil.CIFAR10Policy}
 
 
 def randaugment_op(randaugment):
@@ -23,13 +27,17 @@ def randaugment_op(randaugment):
 
 
 def autoaugment_op(policy, translate):
-  """Model Garden's AutoAugment `policy` shifting `translate` pixels at level 10; None
-  for no policy. Raises ValueError naming the InputPipeline field at fault."""
+  """Model Garden's AutoAugment `policy` shifting `translate` pixels at level 10, or
+  'cifar10_pil' (autoaugment_pil: the PIL port's policy, its own magnitudes; translate
+  unused); None for no policy. Raises ValueError naming the InputPipeline field at
+  fault."""
   if policy is None:
     return None
   if not isinstance(policy, str):
     raise ValueError(f"InputPipeline.autoaugment={policy!r} must be a policy name "
                      "such as 'reduced_cifar10', or None")
+  if policy in PIL_POLICIES:
+    return PIL_POLICIES[policy]()
   if (isinstance(translate, bool) or not isinstance(translate, (int, float))
       or not translate > 0):
     raise ValueError(f"InputPipeline.autoaugment_translate={translate!r} must be a number of "

@@ -69,7 +69,10 @@ class InputPipeline:
     randaugment: (num_layers, magnitude) of Model Garden's RandAugment, () for none;
       None: the card's.
     autoaugment: None, or a policy of Model Garden's AutoAugment (Cubuk et al. 2019):
-      "reduced_cifar10" (the CIFAR-10 policy: 25 sub-policies), "v0", "svhn", ...
+      "reduced_cifar10" (the CIFAR-10 policy: 25 sub-policies), "v0", "svhn", ...; or
+      "cifar10_pil": the same 25 sub-policies at the magnitudes of the widely copied
+      PIL port (DeepVoltaire's CIFAR10Policy, as Ren et al.'s code has it:
+      recipes/data/autoaugment_pil.py).
     autoaugment_translate: its translate_const, the shift in pixels at level 10 (Model
       Garden's 250 is for ImageNet-sized images: on 32-pixel CIFAR it shifts the image
       out of the frame; 16.1 puts level m at the PIL CIFAR policy's m/9 * 150/331 * 32).

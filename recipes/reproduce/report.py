@@ -8,6 +8,12 @@ the row's tolerance (with the seeds the tolerance asks for). It also writes the 
 as Markdown and a plot (ours against the paper's, per row, with error bars). With no
 runs it prints the published table and the command that reproduces each row.
 
+"Ours" is always the final weights. A row whose paper's code reports its best epoch on
+the test set (published.json's "selection") is compared a second time, on its own
+line labelled PROTOCOL, with the runs' `best_on_test_protocol` top-1 (the recipe's
+Runtime.test_selection), against the same tolerance: the paper's protocol, not a clean
+estimate.
+
     --runs       run directories or globs (repeatable, comma-separated too)
     --out_dir    where report.md and report.png go (default: the working directory)
 """
@@ -34,6 +40,9 @@ flags.DEFINE_list("runs", [], "Run directories or globs holding metrics.json fil
 flags.DEFINE_string("out_dir", None, "Where report.md and report.png are written.")
 
 
+PROTOCOL = "[best test epoch: the paper's protocol]"
+
+
 class ReportError(ValueError):
   """Bad input: one line, exit status 2."""
 
@@ -50,6 +59,10 @@ def published(path=TABLE):
     if not (0 < row["top1"] <= 100 and row["tolerance"] > 0 and row["seeds"] >= 1):
       raise ValueError(f"{path}: row {row['recipe']!r} has a top1, tolerance or seed "
                        "count out of range")
+    if "selection" in row and not (isinstance(row["selection"], str)
+                                   and row["selection"].strip()):
+      raise ValueError(f"{path}: row {row['recipe']!r}: selection must say how the "
+                       "paper's code chose its reported epoch")
   return rows
 
 
@@ -82,14 +95,21 @@ def find_metrics(patterns):
           os.path.dirname(os.path.dirname(f)), "stage2", "metrics.json") in found))
 
 
-def read_runs(paths):
-  """{recipe: [top-1 %, ...]} from metrics.json files (unreadable ones are errors)."""
+def read_runs(paths, protocol=False):
+  """{recipe: [top-1 %, ...]} from metrics.json files (unreadable ones are errors): the
+  final weights', or with `protocol` the best test epoch's (`best_on_test_protocol`,
+  runs without one left out)."""
   runs = {}
   for path in paths:
     try:
       with open(path) as f:
         metrics = json.load(f)
       recipe, top1 = metrics["recipe"], float(metrics["top1"])
+      if protocol:
+        selected = metrics.get("best_on_test_protocol")
+        if not selected:
+          continue
+        top1 = float(selected["top1"])
     except (OSError, ValueError, KeyError, TypeError) as e:
       raise ReportError(f"{path} is not a finished run's metrics.json ({type(e).__name__}: "
                         f"{e}); remove it from --runs or rerun that run") from None
@@ -97,23 +117,32 @@ def read_runs(paths):
   return runs
 
 
-def compare(rows, runs):
-  """One result dict per published row with runs: ours against the paper's."""
+def compare(rows, runs, protocol_runs=None):
+  """One result dict per published row with runs: ours (final weights) against the
+  paper's; after a row with a "selection", a second one (label PROTOCOL) from
+  `protocol_runs` (read_runs(..., protocol=True)) where there are any, same tolerance."""
   results = []
   for row in rows:
-    ours = runs.get(row["recipe"])
-    if not ours:
-      continue
-    mean = float(np.mean(ours))
-    std = float(np.std(ours, ddof=1)) if len(ours) > 1 else 0.0
-    diff = mean - row["top1"]
-    if len(ours) < row["seeds"]:
-      verdict = f"needs {row['seeds']} seeds"
-    else:
-      verdict = "within" if abs(diff) <= row["tolerance"] else "outside"
-    results.append(dict(row=row, mean=mean, std=std, n=len(ours), diff=diff,
-                        verdict=verdict))
+    results += _compare_row(row, runs.get(row["recipe"]), row["recipe"])
+    if row.get("selection"):
+      results += _compare_row(row, (protocol_runs or {}).get(row["recipe"]),
+                              f"{row['recipe']} {PROTOCOL}")
   return results
+
+
+def _compare_row(row, ours, label):
+  """[the result of `ours` (top-1 %s) against `row`, labelled], or [] without runs."""
+  if not ours:
+    return []
+  mean = float(np.mean(ours))
+  std = float(np.std(ours, ddof=1)) if len(ours) > 1 else 0.0
+  diff = mean - row["top1"]
+  if len(ours) < row["seeds"]:
+    verdict = f"needs {row['seeds']} seeds"
+  else:
+    verdict = "within" if abs(diff) <= row["tolerance"] else "outside"
+  return [dict(row=row, label=label, mean=mean, std=std, n=len(ours), diff=diff,
+               verdict=verdict)]
 
 
 def markdown(results):
@@ -121,10 +150,16 @@ def markdown(results):
            "difference | tolerance | verdict |", "|---|---|---|---|---|---|---|---|---|"]
   for r in results:
     row = r["row"]
-    lines.append(f"| {row['recipe']} | {row['paper']} | {row['data']} | {row['method']} | "
+    lines.append(f"| {r['label']} | {row['paper']} | {row['data']} | {row['method']} | "
                  f"{row['top1']:.2f} | {r['mean']:.2f} ± {r['std']:.2f} ({r['n']}) | "
                  f"{r['diff']:+.2f} | ±{row['tolerance']:g} ({row['seeds']} seeds) | "
                  f"{r['verdict']} |")
+  notes = {r["row"]["recipe"]: r["row"]["selection"] for r in results
+           if r["row"].get("selection")}
+  for recipe, selection in notes.items():
+    lines.append(f"\n{recipe}: the paper's figure is {selection}; its first line is "
+                 f"our final weights, its {PROTOCOL} line (if any run recorded it) the "
+                 "best test epoch as their code picks it, not a clean estimate.")
   return "\n".join(lines) + "\n"
 
 
@@ -137,7 +172,7 @@ def plot(path, results):
              label="paper")
   ax.errorbar([r["mean"] for r in results], y, xerr=[r["std"] for r in results], fmt="o",
               color="tab:blue", capsize=3, label="ours (mean ± std)")
-  ax.set_yticks(y, [r["row"]["recipe"] for r in results], fontsize=8)
+  ax.set_yticks(y, [r["label"] for r in results], fontsize=8)
   ax.invert_yaxis()
   ax.set_xlabel("top-1 accuracy (%)")
   ax.legend(loc="lower right", fontsize=8)
@@ -162,11 +197,12 @@ def report(patterns, out_dir):
   if not patterns:
     print(published_table(rows))
     return None
-  runs = read_runs(find_metrics(patterns))
+  paths = find_metrics(patterns)
+  runs = read_runs(paths)
   if not runs:
     raise ReportError(f"no metrics.json under --runs={','.join(patterns)}; a run writes it "
                       "when it finishes")
-  results = compare(rows, runs)
+  results = compare(rows, runs, read_runs(paths, protocol=True))
   unknown = sorted(set(runs) - {row["recipe"] for row in rows})
   if not results:
     raise ReportError(f"none of the runs' recipes ({', '.join(unknown)}) is a published "

@@ -319,6 +319,33 @@ class TrainerTest(tf.test.TestCase):
     self.assertEqual(written["epochs_trained"], 2)
     self.assertEqual(written["best_on_validation"]["epoch"], 1)
 
+  def test_best_epoch_on_test_as_a_papers_protocol(self):
+    """Runtime.test_selection: the test split scored at every evaluation, the best top-1
+    epoch recorded and labelled; the top-level metrics stay the final weights'."""
+    model_dir = os.path.join(self.get_temp_dir(), "on_test")
+    metrics = run(model_dir, epochs=3, eval_every_epochs=1,
+                  test_selection="Cao et al. 2019's")
+    tested = {}  # epoch -> test top-1, from the TensorBoard summaries the run wrote
+    for path in tf.io.gfile.glob(os.path.join(model_dir, "eval", "events.*")):
+      for record in tf.data.TFRecordDataset(path):
+        event = tf.compat.v1.Event.FromString(record.numpy())
+        for value in event.summary.value:
+          if value.tag == "top1":
+            tested[event.step] = float(tf.make_ndarray(value.tensor))
+    self.assertEqual(sorted(tested), [1, 2, 3])
+    self.assertAllClose(tested[3], metrics["top1"])  # the final weights, top level
+    best_epoch = max(sorted(tested), key=lambda e: (tested[e], -e))  # first of equals
+    selected = metrics["best_on_test_protocol"]
+    self.assertEqual(selected["epoch"], best_epoch)
+    self.assertAllClose(selected["top1"], tested[best_epoch])
+    self.assertBetween(selected["balanced_accuracy"], 0.0, 1.0)
+    self.assertIn("selected on the test split as Cao et al. 2019's code", selected["note"])
+    self.assertIn("not a clean estimate", selected["note"])
+    with open(os.path.join(model_dir, "metrics.json")) as f:
+      self.assertEqual(json.load(f)["best_on_test_protocol"], selected)
+    plain = run(os.path.join(self.get_temp_dir(), "plain"), epochs=1)
+    self.assertNotIn("best_on_test_protocol", plain)
+
   def test_bad_runtime_settings(self):
     tmp = self.get_temp_dir()
     cases = [
@@ -330,6 +357,8 @@ class TrainerTest(tf.test.TestCase):
         (dict(best_metric="auc", validation_per_class=2), r"Runtime.best_metric='auc'"),
         (dict(early_stopping_patience=2), r"needs Runtime.best_metric"),
         (dict(l2=-1.0), r"Optimization.l2=-1.0 must be a number >= 0"),
+        (dict(test_selection="Cao", eval_every_epochs=0), r"test_selection needs"),
+        (dict(test_selection=""), r"Runtime.test_selection=''"),
     ]
     for i, (overrides, pattern) in enumerate(cases):
       self.assert_rejected_before_writing(os.path.join(tmp, str(i)), pattern, **overrides)

@@ -37,6 +37,9 @@ TRICKS = {
                   "warmup_cosine.peak_lr = 0.05"],
     "sm3": ["Optimization.optimizer = @SM3",
             "Optimization.weight_decay_exclude = ()", "SM3.momentum = 0.9"],
+    # PyTorch's SGD, decay coupled as theirs (runs/pytorch_sgd.gin's settings).
+    "sgd_torch": ["Optimization.optimizer = @SGDTorch", "SGDTorch.momentum = 0.9",
+                  "Optimization.l2 = 5e-4", "Optimization.weight_decay_exclude = ()"],
     "data_echoing": ["InputPipeline.echo_factor = 2.0",
                      "InputPipeline.echo_placement = 'after_augmentation'"],
     "mixed_bfloat16": ["Runtime.mixed_precision = 'mixed_bfloat16'"],

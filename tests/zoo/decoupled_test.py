@@ -51,6 +51,69 @@ class DecoupledTransformsTest(tf.test.TestCase):
                      ["logits/bias:0", "logits/kernel:0"])
     self.assertFalse(trained.get_layer("norm").trainable)  # inference-mode BatchNorm
 
+  def _one_step(self, model, x, y):
+    """One SGD step on `model`'s trainable variables, called in training mode."""
+    with tf.GradientTape() as tape:
+      logits = model(x, training=True)
+      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+    grads = tape.gradient(loss, model.trainable_variables)
+    tf_keras.optimizers.SGD(0.1).apply_gradients(zip(grads, model.trainable_variables))
+
+  def test_batch_norm_batch_reestimates_statistics_of_the_frozen_backbone(self):
+    """Kang et al.'s stage 2 in train() mode: the backbone's weights stay, its
+    BatchNorm normalises with the batch's statistics and moves its moving mean:
+    m <- momentum m + (1 - momentum) batch mean."""
+    x = np.random.default_rng(3).normal(size=(8, 6)).astype(np.float32)
+    y = np.arange(8) % 3
+    for transform in (lambda m: decoupled.crt(m, seed=1, batch_norm="batch"),
+                      lambda m: decoupled.lws(m, batch_norm="batch")):
+      model = small_model()
+      norm = model.get_layer("norm")
+      norm.moving_mean.assign([0.5, -0.25, 1.0, 0.0, 2.0])
+      norm.moving_variance.assign([1.5, 0.5, 2.0, 1.0, 3.0])
+      body = model.get_layer("body")
+      kernel, bias = body.kernel.numpy(), body.bias.numpy()
+      gamma, beta = norm.gamma.numpy(), norm.beta.numpy()
+      m0, v0 = norm.moving_mean.numpy(), norm.moving_variance.numpy()
+      new = transform(model)
+      self.assertNotIn("norm/gamma:0", [v.name for v in new.trainable_variables])
+      z = np.maximum(x @ kernel + bias, 0)  # the body's relu output, in NumPy
+      mean, var = z.mean(0), z.var(0)
+      features = decoupled.feature_model(new)(x, training=True).numpy()
+      self.assertAllClose(features, gamma * (z - mean) / np.sqrt(var + norm.epsilon) + beta,
+                          rtol=1e-4, atol=1e-5)
+      norm.moving_mean.assign(m0)  # the feature call above moved it once already
+      self._one_step(new, x, y)
+      self.assertAllEqual(body.kernel.numpy(), kernel)
+      self.assertAllEqual(body.bias.numpy(), bias)
+      self.assertAllEqual(norm.gamma.numpy(), gamma)
+      self.assertAllEqual(norm.beta.numpy(), beta)
+      momentum = norm.momentum
+      self.assertAllClose(norm.moving_mean.numpy(), momentum * m0 + (1 - momentum) * mean,
+                          rtol=1e-5, atol=1e-6)
+      self.assertNotAllClose(norm.moving_variance.numpy(), v0)
+
+  def test_batch_norm_moving_keeps_the_statistics(self):
+    x = np.random.default_rng(3).normal(size=(8, 6)).astype(np.float32)
+    for transform in (lambda m: decoupled.crt(m, seed=1), decoupled.lws):
+      model = small_model()
+      norm = model.get_layer("norm")
+      norm.moving_mean.assign([0.5, -0.25, 1.0, 0.0, 2.0])
+      m0, v0 = norm.moving_mean.numpy(), norm.moving_variance.numpy()
+      new = transform(model)
+      z = np.maximum(x @ model.get_layer("body").kernel.numpy()
+                     + model.get_layer("body").bias.numpy(), 0)
+      features = decoupled.feature_model(new)(x, training=True).numpy()
+      self.assertAllClose(features, norm.gamma.numpy() * (z - m0) / np.sqrt(
+          v0 + norm.epsilon) + norm.beta.numpy(), rtol=1e-4, atol=1e-5)
+      self._one_step(new, x, np.arange(8) % 3)
+      self.assertAllEqual(norm.moving_mean.numpy(), m0)
+      self.assertAllEqual(norm.moving_variance.numpy(), v0)
+
+  def test_batch_norm_mode_is_checked(self):
+    with self.assertRaisesRegex(ValueError, "'moving'.*'batch'"):
+      decoupled.crt(small_model(), batch_norm="train")
+
   def test_lws_scales_start_at_one_and_train_alone(self):
     model = small_model()
     x = np.random.default_rng(2).normal(size=(4, 6)).astype(np.float32)

@@ -280,6 +280,15 @@ class PipelineTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "autoaugment_translate=0 must be"):
       pipeline.InputPipeline(autoaugment="reduced_cifar10", autoaugment_translate=0)
 
+  def test_autoaugment_pil_cifar10_policy(self):
+    """'cifar10_pil' runs the PIL port's policy (recipes/data/autoaugment_pil.py, tested
+    op by op there) inside the training pipeline."""
+    x = self.constant_epoch(100, autoaugment="cifar10_pil")
+    self.assertEqual(x.shape, (8, 16, 16, 3))
+    self.assertAllInRange(x, 0.0, 255.0)
+    p = pipeline.InputPipeline(autoaugment="cifar10_pil")
+    self.assertLen(p._autoaugment.policy, 25)  # pylint: disable=protected-access
+
   def test_bad_fill_and_cutout(self):
     for fields, message in ((dict(random_crop_fill=-1), "random_crop_fill=-1"),
                             (dict(random_crop_fill="zero"), "random_crop_fill='zero'"),

@@ -15,10 +15,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
 
-def write_run(directory, recipe, top1):
+def write_run(directory, recipe, top1, on_test=None):
   os.makedirs(directory)
+  metrics = {"recipe": recipe, "top1": top1}
+  if on_test is not None:
+    metrics["best_on_test_protocol"] = {"epoch": 7, "top1": on_test, "note": "..."}
   with open(os.path.join(directory, "metrics.json"), "w") as f:
-    json.dump({"recipe": recipe, "top1": top1}, f)
+    json.dump(metrics, f)
 
 
 def cli(*args, cwd=None):
@@ -59,6 +62,34 @@ class ReportTest(tf.test.TestCase):
     with open(os.path.join(out, "report.md")) as f:
       self.assertIn("cao2019_cifar10_lt_r100_ldam_drw", f.read())
     self.assertGreater(os.path.getsize(os.path.join(out, "report.png")), 1000)
+
+  def test_a_best_on_test_row_is_also_compared_by_the_papers_protocol(self):
+    """Cao et al.'s LDAM-DRW figure is their best test epoch: ours (final weights) on
+    its line, the runs' best_on_test_protocol top-1 on a second, labelled line, both
+    against the row's own tolerance (1 for this row)."""
+    root = self.create_tempdir().full_path
+    for seed, (final, best) in enumerate(((0.755, 0.768), (0.760, 0.772), (0.765, 0.776))):
+      write_run(os.path.join(root, f"seed{seed}"), "cao2019_cifar10_lt_r100_ldam_drw",
+                final, on_test=best)
+    write_run(os.path.join(root, "ce"), "cao2019_cifar10_lt_r100_ce", 0.70, on_test=0.71)
+    out = self.create_tempdir().full_path
+    result = cli(f"--runs={root}", f"--out_dir={out}")
+    self.assertEqual(result.returncode, 0, result.stderr)
+    lines = {line.split(" | ")[0].strip("| "): line for line in result.stdout.splitlines()}
+    final = lines["cao2019_cifar10_lt_r100_ldam_drw"]
+    self.assertIn("| 77.03 | 76.00 ± 0.50 (3) | -1.03 | ±1 (3 seeds) | outside |", final)
+    protocol = lines[f"cao2019_cifar10_lt_r100_ldam_drw {report.PROTOCOL}"]
+    self.assertIn(f"| 77.03 | 77.20 ± {np.std([76.8, 77.2, 77.6], ddof=1):.2f} (3) | "
+                  "+0.17 | ±1 (3 seeds) | within |", protocol)
+    # The CE row's figure is not a best-on-test one: no second line for it.
+    self.assertNotIn(f"cao2019_cifar10_lt_r100_ce {report.PROTOCOL}", lines)
+    self.assertIn("not a clean estimate", result.stdout)
+    # Runs without the record leave the second line out rather than guess.
+    self.assertEqual(report.compare(report.published(),
+                                    {"ren2020_cifar10_lt_r200_softmax": [74.0]}, {})[0]["label"],
+                     "ren2020_cifar10_lt_r200_softmax")
+    self.assertLen(report.compare(report.published(),
+                                  {"ren2020_cifar10_lt_r200_softmax": [74.0]}, {}), 1)
 
   def test_a_decoupled_run_counts_its_stage_2(self):
     root = self.create_tempdir().full_path
