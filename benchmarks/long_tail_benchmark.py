@@ -219,30 +219,34 @@ def render(table, seeds, title="Long-tailed recognition"):
 
 
 def plot(table, path, title):
-  """Balanced accuracy per method, mean with the seeds' standard deviation as error
-  bars, each seed's value as a dot, and cross-entropy's mean as a line."""
+  """Balanced accuracy per method: the mean with the seeds' standard deviation as an
+  error bar, each seed's value as a dot, and cross-entropy's mean as a line."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   from matplotlib import pyplot  # pylint: disable=import-outside-toplevel
   names = list(table)[::-1]
-  means = [table[n]["balanced_accuracy"][0] for n in names]
-  stds = [table[n]["balanced_accuracy"][1] for n in names]
+  means = np.array([table[n]["balanced_accuracy"][0] for n in names])
+  stds = np.array([table[n]["balanced_accuracy"][1] for n in names])
   figure, axes = pyplot.subplots(figsize=(8, 0.45 * len(names) + 1.6))
-  axes.barh(range(len(names)), means, xerr=stds, color="#9ecae1", capsize=3)
   for i, name in enumerate(names):
     values = table[name]["balanced_accuracy"][2]
-    axes.plot(values, [i] * len(values), "k.", markersize=4)
+    axes.plot(values, [i] * len(values), ".", color="0.6", markersize=5)
+  axes.errorbar(means, range(len(names)), xerr=stds, fmt="o", color="#1f77b4",
+                capsize=3)
   if BASELINE in table:
-    axes.axvline(table[BASELINE]["balanced_accuracy"][0], color="#d62728", lw=1,
-                 label="cross-entropy's mean")
-    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
-  finite = [m - s for m, s in zip(means, stds) if np.isfinite(m)]
-  axes.set_xlim(max(0.0, min(finite, default=0.0) - 0.05), 1.0)
+    axes.axvline(table[BASELINE]["balanced_accuracy"][0], color="#d62728", lw=1)
+  finite = np.isfinite(means)
+  if finite.any():
+    low, high = (means - stds)[finite].min(), (means + stds)[finite].max()
+    axes.set_xlim(max(0.0, low - 0.02), min(1.0, high + 0.02))
   axes.set_yticks(range(len(names)), names, fontsize=8)
-  axes.set_xlabel("balanced test accuracy (mean ± std over seeds; dots: each seed)")
-  axes.set_title(title, fontsize=10)
+  axes.set_ylim(-0.6, len(names) - 0.4)
+  axes.grid(axis="x", alpha=0.3)
+  axes.set_xlabel("balanced test accuracy: mean ± std over seeds (grey dots: each seed);"
+                  " red line: cross-entropy's mean", fontsize=9)
+  axes.set_title(title, fontsize=10, loc="left")
   figure.tight_layout()
-  figure.savefig(path, dpi=110)
+  figure.savefig(path, dpi=110, bbox_inches="tight")
   pyplot.close(figure)
 
 
