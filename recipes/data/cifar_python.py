@@ -22,7 +22,6 @@ import tarfile
 
 import gin
 import numpy as np
-import tensorflow as tf
 
 from recipes.data import source as source_lib
 from recipes.errors import ConfigError
@@ -155,16 +154,7 @@ def load(path, name=None, md5="official"):
 
 def named(name, num_classes):
   """`name`, or with `num_classes` given (10 or 100) the data set of that class count."""
-  if num_classes is None:
-    return name
-  if (isinstance(num_classes, bool) or not isinstance(num_classes, int)
-      or num_classes not in BY_CLASS_COUNT):
-    raise ConfigError(f"cifar_python.num_classes={num_classes!r} must be 10 (CIFAR-10) or "
-                      "100 (CIFAR-100); check NUM_CLASSES")
-  if name is not None and name != BY_CLASS_COUNT[num_classes]:
-    raise ConfigError(f"cifar_python.name={name!r} contradicts cifar_python.num_classes="
-                      f"{num_classes!r}; bind one of them")
-  return BY_CLASS_COUNT[num_classes]
+  return source_lib.by_class_count("cifar_python", name, num_classes, BY_CLASS_COUNT)
 
 
 @gin.configurable
@@ -185,13 +175,6 @@ def cifar_python(path=gin.REQUIRED, name=None, md5="official", num_classes=None)
       path, named(name, num_classes), md5)
   splits = {"train": (train_x, train_y), "test": (test_x, test_y)}
 
-  def make_dataset(split, indices=None):
-    images, labels = splits[split]
-    if indices is not None:
-      indices = np.asarray(indices, np.int64)
-      images, labels = images[indices], labels[indices]
-    return tf.data.Dataset.from_tensor_slices((images, labels))
-
   return source_lib.Source(
       name=name, class_names=class_names, train_labels=train_y,
-      test_labels=test_y, make_dataset=make_dataset)
+      test_labels=test_y, make_dataset=source_lib.in_memory(splits))

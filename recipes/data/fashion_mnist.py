@@ -26,7 +26,6 @@ import zlib
 
 import gin
 import numpy as np
-import tensorflow as tf
 
 from recipes.data import source as source_lib
 from recipes.errors import ConfigError
@@ -119,14 +118,7 @@ def fashion_mnist(directory=DEFAULT_DIRECTORY, md5="official"):
     raise ConfigError(f"fashion_mnist.md5={md5!r} must be 'official' or None")
   splits = load(directory, md5)
 
-  def make_dataset(split, indices=None):
-    images, labels = splits[split]
-    if indices is not None:
-      indices = np.asarray(indices, np.int64)
-      images, labels = images[indices], labels[indices]
-    return tf.data.Dataset.from_tensor_slices((images, labels))
-
   return source_lib.Source(
       name="fashion_mnist", class_names=list(CLASS_NAMES),
       train_labels=splits["train"][1], test_labels=splits["test"][1],
-      make_dataset=make_dataset)
+      make_dataset=source_lib.in_memory(splits))

@@ -60,16 +60,8 @@ def read(path, num_classes):
 def named(name, num_classes):
   """`name`, or with `num_classes` given (10 or 100) the files of that class count."""
   by_count = {classes: key for key, (classes, *_) in FILES.items()}
-  if num_classes is None:
-    return "cifar10-lt" if name is None else name
-  if (isinstance(num_classes, bool) or not isinstance(num_classes, int)
-      or num_classes not in by_count):
-    raise ConfigError(f"menon_tfrecord.num_classes={num_classes!r} must be 10 (CIFAR-10-LT) "
-                      "or 100 (CIFAR-100-LT); check NUM_CLASSES")
-  if name is not None and name != by_count[num_classes]:
-    raise ConfigError(f"menon_tfrecord.name={name!r} contradicts menon_tfrecord.num_classes="
-                      f"{num_classes!r}; bind one of them")
-  return by_count[num_classes]
+  return source_lib.by_class_count("menon_tfrecord", name, num_classes,
+                                   by_count) or "cifar10-lt"
 
 
 @gin.configurable
@@ -102,14 +94,7 @@ def menon_tfrecord(data_dir=gin.REQUIRED, name=None, check_sizes=True, num_class
       raise ConfigError(f"{path} holds {len(arrays[split][1])} images, not {size} as "
                         "Menon et al.'s; download it again")
 
-  def make_dataset(split, indices=None):
-    images, labels = arrays[split]
-    if indices is not None:
-      indices = np.asarray(indices, np.int64)
-      images, labels = images[indices], labels[indices]
-    return tf.data.Dataset.from_tensor_slices((images, labels))
-
   return source_lib.Source(
       name=name, class_names=[str(c) for c in range(num_classes)],
       train_labels=arrays["train"][1], test_labels=arrays["test"][1],
-      make_dataset=make_dataset)
+      make_dataset=source_lib.in_memory(arrays))

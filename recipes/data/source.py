@@ -41,6 +41,36 @@ class Source:
     return len(self.class_names)
 
 
+def in_memory(splits):
+  """`make_dataset` over {split: (images uint8 [N, H, W, 3], labels int32 [N])} held in
+  memory: the examples at `indices` (all when None), in index order."""
+
+  def make_dataset(split, indices=None):
+    images, labels = splits[split]
+    if indices is not None:
+      indices = np.asarray(indices, np.int64)
+      images, labels = images[indices], labels[indices]
+    return tf.data.Dataset.from_tensor_slices((images, labels))
+
+  return make_dataset
+
+
+def by_class_count(configurable, name, num_classes, names):
+  """The data set `name`, or with `num_classes` given the one `names` ({class count:
+  name}) has for it; one-line errors naming `configurable`'s bindings."""
+  if num_classes is None:
+    return name
+  if (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+      or num_classes not in names):
+    counts = " or ".join(f"{c} ({n})" for c, n in sorted(names.items()))
+    raise ConfigError(f"{configurable}.num_classes={num_classes!r} must be {counts}; "
+                      "check NUM_CLASSES")
+  if name is not None and name != names[num_classes]:
+    raise ConfigError(f"{configurable}.name={name!r} contradicts {configurable}."
+                      f"num_classes={num_classes!r}; bind one of them")
+  return names[num_classes]
+
+
 def select(dataset, indices, size):
   """Keeps the examples of `dataset` (of `size` elements) whose position is in `indices`."""
   if indices is None:
