@@ -356,6 +356,8 @@ class DocsTest(absltest.TestCase):
             self.assertTrue(target in self.pages, f"{path}: {link}: no such page")
             if anchor:
               self.assertTrue(anchor in anchors[target], f"{path}: {link}: no such heading")
+          elif target.startswith("docs/images/"):  # the pages' pictures are test data
+            self.assertTrue(exists(target), f"{path}: {link}: no such file")
 
   def test_long_pages_open_with_a_table_of_contents(self):
     for path, text in self.pages.items():
