@@ -11,6 +11,7 @@ import tensorflow as tf
 import tf_keras
 
 from recipes import build
+from recipes import experiment
 from recipes import lifecycle
 from recipes import run_lock
 from recipes import train_step
@@ -28,8 +29,7 @@ def built_run(model_dir, data=None):
   return types.SimpleNamespace(
       model_dir=model_dir, strategy=strategy, model=model, optimizer=optimizer,
       step=step, config_text="SEED = 1\n", data=data,
-      runtime=types.SimpleNamespace(best_metric=None, early_stopping_patience=None,
-                                    eval_every_epochs=1, keep_checkpoints=2),
+      runtime=experiment.Runtime(keep_checkpoints=2),
       length=build.Length(epochs=1, steps_per_epoch=1, total_steps=1, spans=[],
                           phased=False))
 
