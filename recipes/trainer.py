@@ -252,7 +252,7 @@ def end_epoch(trainer, run_dir, epoch):
   if evaluating and not last:
     tested = trainer.evaluate()
     finish_lib.write_eval_summaries(run_dir.eval_writer, tested, done)
-    run_dir.test_selection.offer(done, tested)  # where the recipe keeps its paper's
+    run_dir.test_selection.offer(done, tested)  # Runtime.test_selection's record
   return stop
 
 

@@ -9,6 +9,7 @@ import gin
 import tensorflow as tf
 
 from recipes import finish
+from tests.recipes import summaries
 
 
 @gin.configurable
@@ -37,14 +38,10 @@ class FinishTest(tf.test.TestCase):
     finish.write_eval_summaries(writer, {"top1": 0.5, "balanced_accuracy": 0.25,
                                          "few_shot_accuracy": None}, step=3)
     writer.flush()
-    seen = {}
-    for path in tf.io.gfile.glob(os.path.join(logdir, "events*")):
-      for event in tf.compat.v1.train.summary_iterator(path):
-        for value in event.summary.value:
-          seen[value.tag] = (event.step, float(tf.make_ndarray(value.tensor)))
-    self.assertEqual(seen["top1"], (3, 0.5))
-    self.assertEqual(seen["balanced_accuracy"], (3, 0.25))
-    self.assertNotIn("few_shot_accuracy", seen)  # no few-shot classes: nothing written
+    self.assertEqual(summaries.scalars(logdir, "top1"), {3: 0.5})
+    self.assertEqual(summaries.scalars(logdir, "balanced_accuracy"), {3: 0.25})
+    # No few-shot classes: nothing written.
+    self.assertEqual(summaries.scalars(logdir, "few_shot_accuracy"), {})
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from recipes import experiment
 from recipes import losses
 from recipes import build
 from recipes import trainer
+from tests.recipes import summaries
 from recipes.data import digits
 from recipes.data import long_tail
 from recipes.data import pipeline
@@ -325,13 +326,8 @@ class TrainerTest(tf.test.TestCase):
     model_dir = os.path.join(self.get_temp_dir(), "on_test")
     metrics = run(model_dir, epochs=3, eval_every_epochs=1,
                   test_selection="Cao et al. 2019's")
-    tested = {}  # epoch -> test top-1, from the TensorBoard summaries the run wrote
-    for path in tf.io.gfile.glob(os.path.join(model_dir, "eval", "events.*")):
-      for record in tf.data.TFRecordDataset(path):
-        event = tf.compat.v1.Event.FromString(record.numpy())
-        for value in event.summary.value:
-          if value.tag == "top1":
-            tested[event.step] = float(tf.make_ndarray(value.tensor))
+    # epoch -> test top-1, from the TensorBoard summaries the run wrote
+    tested = summaries.scalars(os.path.join(model_dir, "eval"), "top1")
     self.assertEqual(sorted(tested), [1, 2, 3])
     self.assertAllClose(tested[3], metrics["top1"])  # the final weights, top level
     best_epoch = max(sorted(tested), key=lambda e: (tested[e], -e))  # first of equals

@@ -14,6 +14,7 @@ import tf_keras
 from recipes import strategies
 from recipes import train
 from recipes import trainer
+from tests.recipes import summaries
 
 TINY = "tests/recipes/configs/nfnet_long_tail_tiny.gin"  # the flagship, 2 epochs at 16px
 
@@ -84,13 +85,7 @@ def literal(text):
 
 def epoch_losses(model_dir):
   """The per-epoch training loss the trainer wrote to TensorBoard."""
-  losses = {}
-  for path in tf.io.gfile.glob(os.path.join(model_dir, "train", "events.*")):
-    for record in tf.data.TFRecordDataset(path):
-      event = tf.compat.v1.Event.FromString(record.numpy())
-      for value in event.summary.value:
-        if value.tag == "loss":
-          losses[event.step] = float(tf.make_ndarray(value.tensor))
+  losses = summaries.scalars(os.path.join(model_dir, "train"), "loss")
   return [losses[step] for step in sorted(losses)]
 
 
