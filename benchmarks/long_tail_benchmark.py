@@ -55,9 +55,12 @@ def methods(epochs):
       "CB focal (sigmoid, beta = 0.9999, gamma = 1)": ([], [
           "Task.loss = @class_balanced", "class_balanced.loss = 'focal'",
           "focal.gamma = 1.0", "Task.model_transforms = [@sigmoid_prior_bias]"]),
+      # Cao et al.'s code passes DRW's weights to F.cross_entropy(weight=...): the
+      # weighted mean ('weights'), as their reproduce recipes; the default 'batch' (Cui
+      # et al.'s) would make DRW's steps 0.17x as large here (the mean weight).
       "LDAM-DRW": ([], [
           "Task.loss = @class_balanced", "class_balanced.loss = 'ldam'",
-          f"class_balanced.start_epoch = {deferred}",
+          f"class_balanced.start_epoch = {deferred}", "class_balanced.normalize = 'weights'",
           "Task.model_transforms = [@normed_head]"]),
       "cross-entropy, class-balanced re-sampling deferred (DRS)": ([], [
           "Task.loss = @cross_entropy", "InputPipeline.sampler = @tricks.Sampler()",
@@ -76,7 +79,7 @@ def methods(epochs):
           [runs + "decoupled_wb.gin"], ["STAGE2_LEARNING_RATE = 0.02"]),  # 0.01 at 64
       "LDAM-DRW + SAM (rho = 0.8)": ([runs + "rangwani2022_sam.gin"], [
           "Task.loss = @class_balanced", "class_balanced.loss = 'ldam'",
-          f"class_balanced.start_epoch = {deferred}",
+          f"class_balanced.start_epoch = {deferred}", "class_balanced.normalize = 'weights'",
           "Task.model_transforms = [@normed_head]"]),
       # ImbSAM's tail: classes under the recipe's few-shot line (their 20 is CIFAR's).
       "ImbSAM (rho = 0.05, tail: under 200 images)": (

@@ -44,6 +44,24 @@ class LongTailBenchmarkTest(tf.test.TestCase):
     self.assertLen(set(names), len(names))
     self.assertTrue(all(re.fullmatch(r"[a-z0-9_]+", n) for n in names), names)
 
+  def test_ldam_drw_weights_as_cao_et_al(self):
+    """The benchmark's LDAM-DRW rows bind the class-balanced loss as Cao et al.'s own
+    reproduce recipe does (their code's F.cross_entropy(weight=...): the weighted mean),
+    apart from the epoch DRW starts at."""
+    with open("recipes/reproduce/cao2019_cifar10_lt_r100_ldam_drw.gin") as f:
+      theirs = {line.split("=")[0].strip(): line.split("=")[1].split("#")[0].strip()
+                for line in f if line.startswith("class_balanced.")}
+    for method in ("LDAM-DRW", "LDAM-DRW + SAM (rho = 0.8)"):
+      with self.subTest(method):
+        ours = dict((b.split("=")[0].strip(), b.split("=")[1].strip())
+                    for b in bench.methods(epochs=10)[method][1]
+                    if b.startswith("class_balanced."))
+        self.assertEqual(ours.pop("class_balanced.start_epoch"), "8")
+        theirs_now = dict(theirs)
+        self.assertEqual(theirs_now.pop("class_balanced.start_epoch"), "160")
+        theirs_now.pop("class_balanced.beta")  # 0.9999, the loss's default
+        self.assertEqual(ours, theirs_now)
+
   def test_plot_and_epochs(self):
     table = bench.summarise({bench.BASELINE: [{"balanced_accuracy": 0.7}],
                              "LDAM-DRW": [{"balanced_accuracy": 0.8}]})
