@@ -91,6 +91,10 @@ GRACE_SECONDS = 120
 EXIT_BAD_INPUT, EXIT_DIVERGED = 2, 3  # recipes/errors.py
 EXIT_PREEMPTED = 143  # recipes/errors.py: SIGTERM, a checkpoint was saved
 EXIT_RETRIES_SPENT = retry_budget.EXIT_RETRIES_SPENT
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?"
+                        r"[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
 # Kubernetes resource quantities (a number, then an SI or binary suffix).
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 VOLUME = "runs"
@@ -170,6 +174,17 @@ def check(job, options):
       or options.backoff_limit < 0:
     raise LaunchError(f"--backoff_limit={options.backoff_limit!r} must be a whole number "
                       ">= 0")
+  for flag, value in (("--namespace", options.namespace),
+                      ("--volume_claim", options.volume_claim)):
+    if value and not _DNS_LABEL.match(value):
+      raise LaunchError(f"{flag}={value!r} is not a Kubernetes name (lower case, digits "
+                        "and '-', at most 63)")
+  if not _LABEL_KEY.match(options.accelerator_label):
+    raise LaunchError(f"--accelerator_label={options.accelerator_label!r} is not a node "
+                      f"label key, e.g. {GKE_ACCELERATOR_LABEL}")
+  if job.accelerator and not _LABEL_VALUE.match(job.accelerator):
+    raise LaunchError(f"--accelerator={job.accelerator!r} is not a node label value, e.g. "
+                      "nvidia-tesla-a100")
   for flag, value, example in (("--k8s_cpu", options.cpu, "4 or 500m"),
                                ("--k8s_memory", options.memory, "16Gi")):
     if not _QUANTITY.match(value) or not re.search(r"[1-9]", value):

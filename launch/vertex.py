@@ -63,6 +63,8 @@ GPU_MACHINES = {
                   8: "g2-standard-96"},
 }
 _TENSORBOARD = re.compile(r"^projects/[-a-z0-9]+/locations/[-a-z0-9]+/tensorboards/[0-9]+$")
+_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+_PROJECT = re.compile(r"^([a-z][-a-z0-9.]*[a-z0-9]:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 _SERVICE_ACCOUNT = re.compile(r"^[a-z][-a-z0-9]{4,61}[a-z0-9]@[-a-z0-9.]+$")
 
 
@@ -82,6 +84,14 @@ class Options:
 def check(job, options):
   if not options.region:
     raise LaunchError("the vertex backend needs --region (e.g. --region=us-central1)")
+  if not _REGION.match(options.region):
+    raise LaunchError(f"--region={options.region!r} is not a Google Cloud region, e.g. "
+                      "--region=us-central1")
+  if options.project and not _PROJECT.match(options.project):
+    raise LaunchError(f"--project={options.project!r} is not a Google Cloud project ID")
+  if job.machine_type and not re.match(r"^[a-z0-9]+(-[a-z0-9]+)*$", job.machine_type):
+    raise LaunchError(f"--machine_type={job.machine_type!r} is not a machine type, e.g. "
+                      f"{DEFAULT_MACHINE_TYPE}")
   if not job.image:
     raise LaunchError("the vertex backend needs an image: give --image or --registry")
   if bucket_and_path(output_url(job)) is None:

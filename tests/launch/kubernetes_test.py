@@ -15,6 +15,7 @@ from launch.job import Job
 from launch.job import LaunchError
 from recipes import errors as trainer_errors
 from tests.launch import golden
+from tests.launch.k8s_expansion import expand
 from tests.launch import schemas
 
 IMAGE = "us-docker.pkg.dev/p/zoo/zoo-gpu:1"
@@ -266,25 +267,6 @@ class IndexedJobTest(absltest.TestCase):
     self.assertEqual(list(yaml.safe_load_all(step.files[0][1])),
                      list(kubernetes.indexed_job(job, INDEXED)))
     golden.check(self, "kubernetes_indexed_job.yaml", step.files[0][1])
-
-
-def expand(text, env):
-  """Kubernetes' expansion of a container's command and args (kubernetes
-  third_party/forked/golang/expansion): `$$` is `$`, `$(NAME)` is NAME's value where the
-  container defines it (left as written where not), any other `$` stays."""
-  out, i = [], 0
-  while i < len(text):
-    if text.startswith("$$", i):
-      out.append("$")
-      i += 2
-    elif text.startswith("$(", i) and ")" in text[i:]:
-      name = text[i + 2:text.index(")", i)]
-      out.append(env.get(name, text[i:text.index(")", i) + 1]))
-      i = text.index(")", i) + 1
-    else:
-      out.append(text[i])
-      i += 1
-  return "".join(out)
 
 
 def qos_class(pod_spec):

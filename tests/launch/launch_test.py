@@ -175,7 +175,7 @@ NEXT_STEPS = {
          "batch.kubernetes.io/job-completion-index=0",
          "kubectl delete job/nfnet-long-tail-abc123 service/nfnet-long-tail-abc123"],
         "/runs/nfnet-long-tail"),
-    "vertex": (f"Vertex AI CustomJob nfnet-long-tail-{SUBMISSION}",
+    "vertex": (f"Vertex AI CustomJob nfnet-long-tail-{SUBMISSION} (display name)",
                ["gcloud ai custom-jobs list --region=us-central1 "
                 "--filter=displayName=nfnet-long-tail-abc123 '--format=value(name)'",
                 "gcloud ai custom-jobs describe JOB_ID --region=us-central1",
