@@ -40,7 +40,7 @@ failure (137, 200, 1) counts against backoffLimitPerIndex, and one index past it
 fails the job (maxFailedIndexes 0).
 
 Names: each launch is a new Kubernetes job, `<name>-<submission id>` (Job.submitted_name),
-so `kubectl apply` always creates one instead of leaving a finished job as it is or
+so `kubectl create` always makes one instead of leaving a finished job as it is or
 rejecting a changed one; model_dir (default <volume_mount>/<name>) stays the run's, so
 a relaunch resumes it.
 Kubernetes expands `$(VAR)` and turns `$$` into `$` in command and args: every `$` is
@@ -325,7 +325,7 @@ def indexed_job(job, options=Options()):
 
 
 def manifest(job, options=Options()):
-  """(file name, YAML text) of what `kubectl apply` gets."""
+  """(file name, YAML text) of what `kubectl create` gets."""
   if options.kind == "indexed_job":
     return "indexed_job.yaml", yaml_text.dump(*indexed_job(job, options))
   return "tfjob.yaml", yaml_text.dump(tfjob(job, options))
