@@ -22,10 +22,9 @@ TFJob restartPolicy ExitCode: the operator (training-operator v1.9.0,
 pkg/util/train/train_util.go IsRetryableExitCode) retries exit codes >= 128 and fails
 the job on 1-127; it deletes and re-creates only the failed pod (pod restartPolicy
 Never), so the job survives a lost worker only because every other worker then exits
->= 128 too (200 above). The operator's runPolicy.backoffLimit sums container restart
-counts of running pods (pkg/core/job.go PastBackoffLimit): a re-created pod has none,
-and releases before v1.8 skip ExitCode replicas outright, so it never stops an
-out-of-memory loop. The bound is therefore the worker's own: every container runs
+>= 128 too (200 above). The operator's runPolicy.backoffLimit (PastBackoffLimit) sums
+the container restart counts of running pods, which a re-created pod has none of, and
+older releases skip ExitCode replicas outright: it never stops an out-of-memory loop. The bound is therefore the worker's own: every container runs
 `python3 -m launch.retry_budget --limit=<backoff_limit>` first, which counts the
 worker's starts in model_dir and exits 4 past that many restarts in a row without a
 new checkpoint. (restartPolicy OnFailure would make backoffLimit count, but it fails
@@ -45,6 +44,8 @@ rejecting a changed one; model_dir (default <volume_mount>/<name>) stays the run
 a relaunch resumes it.
 Kubernetes expands `$(VAR)` and turns `$$` into `$` in command and args: every `$` is
 written `$$`, so a Gin binding with a `$` reaches the trainer unchanged.
+--spot: the pods select GKE Spot nodes (node label cloud.google.com/gke-spot=true);
+their preemption is a disruption as above.
 Resources: every container requests --k8s_cpu and --k8s_memory (memory also its limit),
 so its pod is Burstable, not BestEffort (evicted first under node pressure).
 
@@ -86,6 +87,7 @@ CONTAINER = "tensorflow"  # TFJobDefaultContainerName: the operator reads its ex
 PORT, PORT_NAME = 2222, "tfjob-port"
 GPU_RESOURCE = "nvidia.com/gpu"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GKE_SPOT_LABEL = "cloud.google.com/gke-spot"  # GKE's label on its Spot VM nodes
 # SIGTERM to SIGKILL: time for the trainer to write its checkpoint.
 GRACE_SECONDS = 120
 EXIT_BAD_INPUT, EXIT_DIVERGED = 2, 3  # recipes/errors.py
@@ -112,7 +114,8 @@ class Options:
   volume_claim: a PersistentVolumeClaim for model_dir, mounted at volume_mount.
   backoff_limit: TFJob runPolicy.backoffLimit; the Indexed Job's backoffLimitPerIndex.
   accelerator_label: the node label whose value is Job.accelerator.
-  cpu, memory: what each worker's container requests (memory is also its limit)."""
+  cpu, memory: what each worker's container requests (memory is also its limit).
+  spot: run on GKE Spot VM nodes."""
   kind: str = "tfjob"
   namespace: str = ""
   volume_claim: str = ""
@@ -121,6 +124,7 @@ class Options:
   accelerator_label: str = GKE_ACCELERATOR_LABEL
   cpu: str = "4"
   memory: str = "16Gi"
+  spot: bool = False
 
 
 def bucket_mount(job):
@@ -231,8 +235,11 @@ def container(job, options, command, env=()):
 def pod_spec(job, options, command, env=()):
   spec = {"terminationGracePeriodSeconds": GRACE_SECONDS,
           "containers": [container(job, options, command, env)]}
-  if job.accelerator:
-    spec["nodeSelector"] = {options.accelerator_label: job.accelerator}
+  selector = {options.accelerator_label: job.accelerator} if job.accelerator else {}
+  if options.spot:
+    selector[GKE_SPOT_LABEL] = "true"
+  if selector:
+    spec["nodeSelector"] = selector
   volumes = []
   if options.volume_claim:
     volumes.append({"name": VOLUME,

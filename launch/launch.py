@@ -18,7 +18,7 @@ on a cluster engine, or as local worker processes.
                     its model_dir, keeps --name and resumes)
 and each backend's options (--helpfull lists them): kubernetes --k8s_kind,
 --namespace, --volume_claim, --volume_mount, --backoff_limit, --accelerator_label,
---k8s_cpu, --k8s_memory; vertex --project, --region, --spot, --vertex_timeout_hours,
+--k8s_cpu, --k8s_memory, --spot; vertex --project, --region, --spot, --vertex_timeout_hours,
 --service_account, --vertex_tensorboard; tpu_vm --project, --zone, --tpu_name,
 --tpu_create, --spot, --tpu_runtime_version, --tpu_packages; slurm --slurm_partition, --slurm_time,
 --slurm_account, --slurm_workdir, --slurm_setup, --slurm_container_mounts.
@@ -87,8 +87,8 @@ flags.DEFINE_string("machine_type", "", "Machine type (Vertex; default n1-standa
 flags.DEFINE_boolean("dry_run", False, "Print what would be submitted; run nothing.")
 flags.DEFINE_string("submission_id", None, "6 lower-case letters or digits: the engine "
                     "job is <name>-<id>; default a fresh random one.")
-flags.DEFINE_boolean("spot", False, "Spot VMs (vertex: scheduling.strategy SPOT; "
-                     "tpu_vm: a Spot TPU VM with --tpu_create).")
+flags.DEFINE_boolean("spot", False, "Spot VMs (kubernetes: GKE Spot nodes; vertex: "
+                     "scheduling.strategy SPOT; tpu_vm: a Spot TPU VM with --tpu_create).")
 # kubernetes
 flags.DEFINE_enum("k8s_kind", "tfjob", kubernetes.KINDS, "Kubeflow TFJob, or a plain "
                   "Service + Indexed Job.")
@@ -211,7 +211,7 @@ def backend_options():
         kind=FLAGS.k8s_kind, namespace=FLAGS.namespace, volume_claim=FLAGS.volume_claim,
         volume_mount=FLAGS.volume_mount, backoff_limit=FLAGS.backoff_limit,
         accelerator_label=FLAGS.accelerator_label, cpu=FLAGS.k8s_cpu,
-        memory=FLAGS.k8s_memory)
+        memory=FLAGS.k8s_memory, spot=FLAGS.spot)
   if FLAGS.backend == "vertex":
     return vertex.Options(region=FLAGS.region, project=FLAGS.project, spot=FLAGS.spot,
                           timeout_hours=FLAGS.vertex_timeout_hours,

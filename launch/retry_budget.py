@@ -3,9 +3,10 @@ bounds the restarts of one Kubernetes worker that make no progress, then execs C
 
 Why: Kubeflow's TFJob `restartPolicy: ExitCode` re-creates a pod whose trainer exited
 >= 128 (143 SIGTERM, 137 SIGKILL or out of memory, 200 a lost peer) without limit: the
-operator's runPolicy.backoffLimit sums container restart counts of running pods and
-(training-operator v1.7-v1.9, pkg/core/job.go PastBackoffLimit) skips ExitCode replicas
-or finds 0 restarts in the re-created pods, so an out-of-memory loop never ends.
+operator's runPolicy.backoffLimit (training-operator PastBackoffLimit) skips ExitCode
+replicas in older releases, and in newer ones sums the container restart counts of
+running pods, which pods re-created with restartPolicy Never do not have: an
+out-of-memory loop never ends.
 
 How: each start of this worker (TF_CONFIG's task type and index) is counted in
 DIR/.launch/NAME/<type>-<index>.json (NAME: the submission, so a new submission starts

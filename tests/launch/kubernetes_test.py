@@ -357,6 +357,19 @@ class EngineDefectsTest(absltest.TestCase):
                   retry_budget.EXIT_RETRIES_SPENT):
       self.assertEqual(pod_failure_action(policy, fatal, disrupted=False), "FailJob")
 
+  def test_spot_selects_gke_spot_nodes(self):
+    spot = dataclasses.replace(PVC, spot=True)
+    pods = [r["template"]["spec"] for r in
+            kubernetes.tfjob(GPU_JOB, spot)["spec"]["tfReplicaSpecs"].values()]
+    pods.append(kubernetes.indexed_job(CPU_JOB, dataclasses.replace(INDEXED, spot=True))[1][
+        "spec"]["template"]["spec"])
+    self.assertEqual(pods[0]["nodeSelector"], {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+        "cloud.google.com/gke-spot": "true"})
+    self.assertEqual(pods[-1]["nodeSelector"], {"cloud.google.com/gke-spot": "true"})
+    self.assertNotIn("nodeSelector", kubernetes.tfjob(CPU_JOB, PVC)["spec"][
+        "tfReplicaSpecs"]["Chief"]["template"]["spec"])
+
   def test_backoff_limit_bounds_the_restarts_of_every_worker(self):
     """ExitCode re-creates pods without counting: each container runs the retry budget
     with --backoff_limit, whose exit (4) ExitCode treats as permanent."""
