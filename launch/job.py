@@ -9,6 +9,8 @@ and the user's recipe flags. Nothing here imports the recipes: a worker is a pro
 import dataclasses
 import posixpath
 import re
+import secrets
+import string
 from typing import Tuple
 
 
@@ -32,6 +34,15 @@ class LaunchError(ValueError):
 
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,46}[a-z0-9])?$")
+_SUBMISSION = re.compile(r"^[a-z0-9]{6}$")
+# A submitted name keeps the first 41 characters of the run's name: with "-" and the
+# 6-character submission id it stays within the 48 of `Job.name`.
+_KEPT = 41
+
+
+def new_submission():
+  """A fresh submission id: 6 random lower-case letters and digits (36**6 of them)."""
+  return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(6))
 
 
 # A bucket name's characters (its length is Cloud Storage's to check).
@@ -84,6 +95,10 @@ class Job:
     (v4-8), or Slurm GPU type.
   accelerators_per_worker: GPUs each worker uses (0: CPU).
   machine_type: the engine's machine type (Vertex: n1-standard-8, ...).
+  submission: this submission's id (`new_submission`), "" for none: the engine's job
+    is `submitted_name`, new on every launch (an engine never mistakes a relaunch for
+    the finished or changed job of the same name), while the run itself (model_dir,
+    its default path) keeps `name`, so a relaunch resumes it.
   """
   name: str
   recipe: str
@@ -94,6 +109,7 @@ class Job:
   accelerator: str = ""
   accelerators_per_worker: int = 0
   machine_type: str = ""
+  submission: str = ""
 
   def __post_init__(self):
     if not _NAME.match(self.name):
@@ -111,6 +127,17 @@ class Job:
         self.accelerators_per_worker < 0:
       raise LaunchError(f"--accelerators_per_worker={self.accelerators_per_worker!r} must "
                         "be a whole number >= 0")
+    if self.submission and not _SUBMISSION.match(self.submission):
+      raise LaunchError(f"submission id {self.submission!r} is not 6 lower-case letters "
+                        "or digits")
+
+  @property
+  def submitted_name(self):
+    """The engine's name for this submission: `<name>-<submission>` (the name cut to 41
+    characters), or `name` without a submission id."""
+    if not self.submission:
+      return self.name
+    return f"{self.name[:_KEPT].rstrip('-')}-{self.submission}"
 
   @property
   def gin_file(self):
@@ -132,8 +159,10 @@ class Job:
 class Step:
   """One thing a cluster backend does to submit: write `files` ((name, text) pairs)
   into a fresh directory, then run `argv` there (`{dir}` in an argument is replaced by
-  that directory), feeding it `stdin`. `--dry_run` prints the files and the command
-  instead of running them."""
+  that directory), feeding it `stdin`; with `unless` (an argv), only where that
+  command fails (e.g. create a VM unless describing it succeeds). `--dry_run` prints
+  the files and the command instead of running them."""
   argv: Tuple[str, ...]
   files: Tuple[Tuple[str, str], ...] = ()
   stdin: str = ""
+  unless: Tuple[str, ...] = ()

@@ -13,10 +13,14 @@ on a cluster engine, or as local worker processes.
                     //launch/image:cpu or :gpu> (GPU image with --accelerators_per_worker)
     --accelerator, --accelerators_per_worker, --machine_type: what a worker runs on
     --dry_run       print what would be submitted (each file, then the command); run nothing
+    --submission_id the suffix of this submission's engine name, <name>-<id>; default
+                    a fresh random one, so every launch is a new engine job (the run,
+                    its model_dir, keeps --name and resumes)
 and each backend's options (--helpfull lists them): kubernetes --k8s_kind,
---namespace, --volume_claim, --volume_mount, --backoff_limit, --accelerator_label;
-vertex --project, --region; tpu_vm --project, --zone, --tpu_name, --tpu_create,
---tpu_runtime_version, --tpu_packages; slurm --slurm_partition, --slurm_time,
+--namespace, --volume_claim, --volume_mount, --backoff_limit, --accelerator_label,
+--k8s_cpu, --k8s_memory, --spot; vertex --project, --region, --spot, --vertex_timeout_hours,
+--service_account, --vertex_tensorboard; tpu_vm --project, --zone, --tpu_name,
+--tpu_create, --spot, --tpu_runtime_version, --tpu_packages; slurm --slurm_partition, --slurm_time,
 --slurm_account, --slurm_workdir, --slurm_setup, --slurm_container_mounts.
 
 Recipe flags (--gin_bindings=..., more --gin_file=...; each --flag=value) follow a
@@ -24,7 +28,9 @@ literal `--`, after the launcher's own: `bazel run //launch -- --backend=vertex
 --recipe=nfnet_long_tail_full ... -- --gin_bindings="DATA_DIR = '/gcs/bucket/tfds'"` (Vertex mounts buckets there).
 The launcher sets --strategy, --model_dir, --tpu and --cluster itself.
 
-A cluster backend submits with kubectl, gcloud or sbatch, which must be on PATH. Bad
+A cluster backend submits with kubectl, gcloud or sbatch, which must be on PATH; after
+a submission it prints the job's name and the engine's commands for its status, logs
+and cancelling, and TensorBoard's --logdir (launch/next_steps.py). Bad
 input ends with one line on stderr, `error: <problem and fix>`, and exit status 2; a
 failing submission command exits with its status.
 """
@@ -38,12 +44,14 @@ from absl import flags
 
 from launch import kubernetes
 from launch import local
+from launch import next_steps
 from launch import slurm
 from launch import submit
 from launch import tpu_vm
 from launch import vertex
 from launch.job import Job
 from launch.job import LaunchError
+from launch.job import new_submission
 
 EXIT_BAD_INPUT = 2
 BACKENDS = ("local", "kubernetes", "vertex", "tpu_vm", "slurm")
@@ -77,6 +85,10 @@ flags.DEFINE_string("accelerator", "", "Accelerator type: GKE node label value, 
 flags.DEFINE_integer("accelerators_per_worker", 0, "GPUs a worker uses.")
 flags.DEFINE_string("machine_type", "", "Machine type (Vertex; default n1-standard-8).")
 flags.DEFINE_boolean("dry_run", False, "Print what would be submitted; run nothing.")
+flags.DEFINE_string("submission_id", None, "6 lower-case letters or digits: the engine "
+                    "job is <name>-<id>; default a fresh random one.")
+flags.DEFINE_boolean("spot", False, "Spot VMs (kubernetes: GKE Spot nodes; vertex: "
+                     "scheduling.strategy SPOT; tpu_vm: a Spot TPU VM with --tpu_create).")
 # kubernetes
 flags.DEFINE_enum("k8s_kind", "tfjob", kubernetes.KINDS, "Kubeflow TFJob, or a plain "
                   "Service + Indexed Job.")
@@ -88,9 +100,19 @@ flags.DEFINE_integer("backoff_limit", 3, "TFJob backoffLimit; Indexed Job "
                      "backoffLimitPerIndex.")
 flags.DEFINE_string("accelerator_label", kubernetes.GKE_ACCELERATOR_LABEL,
                     "Node label selecting --accelerator.")
+flags.DEFINE_string("k8s_cpu", kubernetes.Options.cpu, "CPU each worker's container "
+                    "requests (a Kubernetes quantity).")
+flags.DEFINE_string("k8s_memory", kubernetes.Options.memory, "Memory each worker's "
+                    "container requests and is limited to (a Kubernetes quantity).")
 # vertex and tpu_vm
 flags.DEFINE_string("project", "", "Google Cloud project (gcloud's default when empty).")
 flags.DEFINE_string("region", "", "Vertex AI region, e.g. us-central1.")
+flags.DEFINE_integer("vertex_timeout_hours", vertex.DEFAULT_TIMEOUT_HOURS, "Vertex "
+                     "scheduling.timeout: the job ends after this many hours.")
+flags.DEFINE_string("service_account", "", "Vertex: the job's service account e-mail.")
+flags.DEFINE_string("vertex_tensorboard", "", "Vertex AI TensorBoard resource name "
+                    "(projects/P/locations/L/tensorboards/ID); needs --service_account "
+                    "and --model_dir=gs://.../logs.")
 flags.DEFINE_string("zone", "", "The TPU VM's zone.")
 flags.DEFINE_string("tpu_name", "", "The TPU VM.")
 flags.DEFINE_boolean("tpu_create", False, "Create the TPU VM (type --accelerator) first.")
@@ -172,7 +194,9 @@ def make_job(recipe_args):
             recipe_args=tuple(recipe_args), image=FLAGS.image or "",
             accelerator=FLAGS.accelerator,
             accelerators_per_worker=FLAGS.accelerators_per_worker,
-            machine_type=FLAGS.machine_type)
+            machine_type=FLAGS.machine_type,
+            submission="" if FLAGS.backend == "local" else (
+                new_submission() if FLAGS.submission_id is None else FLAGS.submission_id))
   check_recipe(job.recipe)
   if not job.image and needs_image():
     gpu = job.accelerators_per_worker > 0 and FLAGS.backend != "tpu_vm"
@@ -180,24 +204,32 @@ def make_job(recipe_args):
   return job
 
 
-def backend_steps(job):
-  """The Steps of a cluster backend."""
+def backend_options():
+  """The cluster backend's Options from the flags."""
   if FLAGS.backend == "kubernetes":
-    return kubernetes.steps(job, kubernetes.Options(
+    return kubernetes.Options(
         kind=FLAGS.k8s_kind, namespace=FLAGS.namespace, volume_claim=FLAGS.volume_claim,
         volume_mount=FLAGS.volume_mount, backoff_limit=FLAGS.backoff_limit,
-        accelerator_label=FLAGS.accelerator_label))
+        accelerator_label=FLAGS.accelerator_label, cpu=FLAGS.k8s_cpu,
+        memory=FLAGS.k8s_memory, spot=FLAGS.spot)
   if FLAGS.backend == "vertex":
-    return vertex.steps(job, vertex.Options(region=FLAGS.region, project=FLAGS.project))
+    return vertex.Options(region=FLAGS.region, project=FLAGS.project, spot=FLAGS.spot,
+                          timeout_hours=FLAGS.vertex_timeout_hours,
+                          service_account=FLAGS.service_account,
+                          tensorboard=FLAGS.vertex_tensorboard)
   if FLAGS.backend == "tpu_vm":
-    return tpu_vm.steps(job, tpu_vm.Options(
+    return tpu_vm.Options(
         tpu_name=FLAGS.tpu_name, zone=FLAGS.zone, project=FLAGS.project,
         create=FLAGS.tpu_create, runtime_version=FLAGS.tpu_runtime_version,
-        packages=FLAGS.tpu_packages))
-  return slurm.steps(job, slurm.Options(
+        packages=FLAGS.tpu_packages, spot=FLAGS.spot)
+  return slurm.Options(
       partition=FLAGS.slurm_partition, time=FLAGS.slurm_time,
       account=FLAGS.slurm_account, workdir=FLAGS.slurm_workdir,
-      setup=tuple(FLAGS.slurm_setup), container_mounts=FLAGS.slurm_container_mounts))
+      setup=tuple(FLAGS.slurm_setup), container_mounts=FLAGS.slurm_container_mounts)
+
+
+BACKEND_STEPS = {"kubernetes": kubernetes.steps, "vertex": vertex.steps,
+                 "tpu_vm": tpu_vm.steps, "slurm": slurm.steps}
 
 
 def launch(recipe_args):
@@ -205,12 +237,16 @@ def launch(recipe_args):
   job = make_job(recipe_args)
   if FLAGS.backend == "local":
     return local.launch(job, dry_run=FLAGS.dry_run)
-  steps = backend_steps(job)
+  options = backend_options()
+  steps = BACKEND_STEPS[FLAGS.backend](job, options)
   if FLAGS.dry_run:
     sys.stdout.write(submit.render(steps))
     return 0
   submit.check_tools(steps)
-  return submit.run(steps)
+  status = submit.run(steps)
+  if status == 0:
+    sys.stdout.write(next_steps.text(FLAGS.backend, job, options))
+  return status
 
 
 def fail(message):

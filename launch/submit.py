@@ -3,7 +3,8 @@
 Each Step's files are written into a fresh directory and its command runs there with
 `{dir}` replaced by that directory. The dry run prints every file under a header line
 `==> {dir}/<name> <==` and then the command after `$ `, exactly as it would run but for
-`{dir}`; it writes and runs nothing.
+`{dir}` (a Step with `unless` as `UNLESS > /dev/null 2>&1 || COMMAND`); it writes and
+runs nothing.
 """
 
 import os
@@ -26,6 +27,8 @@ def render(steps):
       lines.append(f"==> {DIR}/{name} <==")
       lines.append(text.rstrip("\n"))
     command = "$ " + shlex.join(step.argv)
+    if step.unless:
+      command = f"$ {shlex.join(step.unless)} > /dev/null 2>&1 || {command[2:]}"
     if step.stdin:
       command += " <<'EOF'\n" + step.stdin.rstrip("\n") + "\nEOF"
     lines.append(command)
@@ -44,6 +47,12 @@ def run(steps, out=None):
   """Runs the Steps in order; the first failing command's exit status, else 0."""
   out = out or sys.stderr
   for step in steps:
+    if step.unless and subprocess.run(
+        step.unless, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+        cwd=os.environ.get("BUILD_WORKING_DIRECTORY")).returncode == 0:
+      print(f"$ {shlex.join(step.unless)}: succeeded, so not: {shlex.join(step.argv)}",
+            file=out, flush=True)
+      continue
     with tempfile.TemporaryDirectory(prefix="launch-") as directory:
       for name, text in step.files:
         with open(os.path.join(directory, name), "w") as f:

@@ -1,7 +1,8 @@
 """Cloud TPU VM: the project's image, run with Docker on every host of a TPU VM.
 
 The sequence (`gcloud compute tpus tpu-vm ...`; every host at once, --worker=all):
-  1. create the TPU VM (only with `create`; otherwise it must exist already);
+  1. create the TPU VM (only with `create`, and only unless `describe` finds it, so a
+     rerun works; `--spot` makes it a Spot VM); otherwise it must exist already;
   2. scp a Dockerfile to every host;
   3. ssh: build the TPU image from it on each host (docker is part of the TPU VM
      software versions);
@@ -14,7 +15,9 @@ The sequence (`gcloud compute tpus tpu-vm ...`; every host at once, --worker=all
      its key in /usr/share/keyrings/cloud.google.asc); that is fetched at launch, like
      the TPU packages, and not hash-locked. It authenticates as the VM's service
      account, which needs access to the bucket;
-  5. ssh: start the recipe in that image, detached (`docker logs -f <name>` follows it),
+  5. ssh: remove this run's earlier containers (label zoo-run=<name>: a rerun's
+     container would find the TPU taken), then start the recipe in that image, detached,
+     named Job.submitted_name (new on every launch; `docker logs -f <it>` follows it),
      with `--strategy=tpu --tpu=local`, the mount bind-mounted at the same path
      (`--volume=/gcs/BUCKET:/gcs/BUCKET`, docker's -v) and
      `--model_dir=/gcs/BUCKET/PATH`: the trainer writes with local file APIs (the
@@ -28,13 +31,20 @@ that pip picks from Google's libtpu-tf-releases index (tensorflow-tpu 2.20.0 ask
 libtpu~=0.0.14): these two are pinned by version only, not by hash, and are fetched
 when each host builds the image. `packages` overrides them (e.g. to pin libtpu).
 
-Hosts: a single-host TPU VM (types up to 8 cores or chips, e.g. v4-8, v5litepod-8) runs
-the recipe once. On a multi-host slice (e.g. v4-16) the same command starts on every
-host; TensorFlow's multi-host TPU setups have been Google's `tpu-vm-tf-*-pod` software
-versions, so a TF 2.20 pod slice this way is untested. model_dir is a gs:// path:
-the hosts of a slice share no disk but the bucket, and the VM's disk goes with a
-preemption. Preemption takes the VM: rerun the launch (with `create` for a
-spot/preemptible VM) and the recipe resumes from model_dir.
+Hosts: only single-host TPU VMs (types whose number is at most 8, cores or chips:
+v2-8, v3-8, v4-8, v5litepod-8, v6e-8, ...), so --accelerator (the type) is required.
+A multi-host slice (e.g. v4-16) is refused in one line: `--tpu=local` on each of its
+hosts would start independent trainings, each believing it is the chief, all writing
+one model_dir; a slice needs one job across its hosts with a resolver for the pod
+(TPUClusterResolver naming the TPU, and TF 2.20 with the pod's runtime), which this
+backend does not build. model_dir is a gs:// path: the VM's disk goes with a
+preemption. Preemption takes the VM: rerun the launch (with `--tpu_create`, which
+creates it again where it is gone) and the recipe resumes from model_dir.
+
+Values that reach a shell on the hosts (as root): the image is checked against the OCI
+reference grammar; the packages are checked as pip requirements and quoted, so
+`tensorflow-tpu>=2.20` stays one argument; the bucket is checked as a bucket name;
+names are checked; the recipe's command is quoted word by word.
 """
 
 import dataclasses
@@ -54,11 +64,23 @@ DEFAULT_RUNTIME_VERSION = "tpu-ubuntu2204-base"
 TPU_PACKAGES = "tensorflow-tpu==2.20.0"
 LIBTPU_INDEX = "https://storage.googleapis.com/libtpu-tf-releases/index.html"
 DOCKERFILE = "Dockerfile.tpu"
+RUN_LABEL = "zoo-run"  # the containers of one run, Job.name
 # Cloud Storage FUSE's apt repository and signing key (its install guide, Debian/Ubuntu).
 GCSFUSE_APT = "https://packages.cloud.google.com/apt"
 GCSFUSE_KEY = "https://packages.cloud.google.com/apt/doc/apt-key.gpg"
 GCSFUSE_KEYRING = "/usr/share/keyrings/cloud.google.asc"
-_TPU_TYPE = re.compile(r"^v[0-9]+[a-z]*-[0-9]+$")
+_TPU_TYPE = re.compile(r"^v[0-9]+[a-z]*-([0-9]+)$")
+SINGLE_HOST_LIMIT = 8  # the largest type number one host has (cores or chips)
+# The OCI distribution reference grammar (distribution/reference): [domain/]path[:tag][@digest].
+_DOMAIN = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|" \
+          r"[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"
+                    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+# One pip requirement: a name, extras, version clauses (no spaces, quotes or shell).
+_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
+                          r"([<>=!~]=?[A-Za-z0-9.*+!_-]+(,[<>=!~]=?[A-Za-z0-9.*+!_-]+)*)?$")
+_GCLOUD_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +94,7 @@ class Options:
   create: bool = False
   runtime_version: str = DEFAULT_RUNTIME_VERSION
   packages: str = TPU_PACKAGES
+  spot: bool = False
 
 
 def check(job, options):
@@ -84,11 +107,28 @@ def check(job, options):
   if job.accelerators_per_worker:
     raise LaunchError("--accelerators_per_worker is for GPUs; a TPU VM uses all its "
                       "TPU cores: drop it")
-  if options.create and not _TPU_TYPE.match(job.accelerator):
-    raise LaunchError(f"--accelerator={job.accelerator!r}: --tpu_create needs the TPU "
-                      "type, e.g. --accelerator=v4-8")
+  for flag, value in (("--tpu_name", options.tpu_name), ("--zone", options.zone)) + (
+      (("--project", options.project),) if options.project else ()):
+    if not _GCLOUD_NAME.match(value):
+      raise LaunchError(f"{flag}={value!r} is not a Google Cloud name (lower case, digits "
+                        "and '-')")
+  if not re.match(r"^[a-z0-9][-a-z0-9._]*$", options.runtime_version):
+    raise LaunchError(f"--tpu_runtime_version={options.runtime_version!r} is not a TPU "
+                      f"software version, e.g. {DEFAULT_RUNTIME_VERSION}")
+  found = _TPU_TYPE.match(job.accelerator)
+  if not found:
+    raise LaunchError(f"--accelerator={job.accelerator!r}: the tpu_vm backend needs the "
+                      "TPU VM's type, e.g. --accelerator=v4-8")
+  if int(found.group(1)) > SINGLE_HOST_LIMIT:
+    raise LaunchError(f"--accelerator={job.accelerator} is a multi-host slice; the tpu_vm "
+                      f"backend runs single-host TPU VMs only (at most -{SINGLE_HOST_LIMIT},"
+                      " e.g. v4-8)")
   if not job.image:
     raise LaunchError("the tpu_vm backend needs an image: give --image or --registry")
+  if not _IMAGE.match(job.image):
+    raise LaunchError(f"--image={job.image!r} is not an image reference "
+                      "([HOST/]PATH[:TAG][@sha256:DIGEST], e.g. "
+                      "us-docker.pkg.dev/my-project/zoo/zoo-cpu:1)")
   if bucket_and_path(job.model_dir) is None:
     given = f"--model_dir={job.model_dir!r}" if job.model_dir else "no --model_dir"
     raise LaunchError(f"{given}: a TPU VM run writes to Cloud Storage (every host mounts "
@@ -96,6 +136,11 @@ def check(job, options):
   if not options.packages.strip():
     raise LaunchError("--tpu_packages is empty; give the TPU TensorFlow to install, e.g. "
                       f"--tpu_packages={TPU_PACKAGES}")
+  for requirement in options.packages.split():
+    if not _REQUIREMENT.match(requirement):
+      raise LaunchError(f"--tpu_packages: {requirement!r} is not a pip requirement "
+                        "(NAME[EXTRAS][OP VERSION,...], space-separated), e.g. "
+                        "--tpu_packages='tensorflow-tpu>=2.20 libtpu==0.0.14'")
 
 
 def dockerfile(job, options):
@@ -103,7 +148,8 @@ def dockerfile(job, options):
   return (f"FROM {job.image}\n"
           "# Replaces the lock's CPU tensorflow; pinned by version, not by hash.\n"
           f"RUN {IMAGE_PYTHON} -m pip uninstall --yes tensorflow && \\\n"
-          f"    {IMAGE_PYTHON} -m pip install --no-cache-dir {options.packages} \\\n"
+          f"    {IMAGE_PYTHON} -m pip install --no-cache-dir "
+          f"{' '.join(shlex.quote(p) for p in options.packages.split())} \\\n"
           f"      --find-links={LIBTPU_INDEX}\n"
           f"WORKDIR {IMAGE_WORKDIR}\n")
 
@@ -127,7 +173,7 @@ def _registry_login(image):
   """`gcloud auth configure-docker HOST` for Google's registries, so docker can pull."""
   host = image.split("/", 1)[0]
   if host.endswith("-docker.pkg.dev") or host == "gcr.io" or host.endswith(".gcr.io"):
-    return f"sudo gcloud auth configure-docker {host} --quiet && "
+    return f"sudo gcloud auth configure-docker {shlex.quote(host)} --quiet && "
   return ""
 
 
@@ -140,9 +186,10 @@ def steps(job, options):
   local_image = f"{job.name}:tpu"
   result = []
   if options.create:
-    result.append(Step(argv=tuple(tpu + ["create", options.tpu_name] + where + [
-        f"--accelerator-type={job.accelerator}",
-        f"--version={options.runtime_version}"])))
+    create = tpu + ["create", options.tpu_name] + where + [
+        f"--accelerator-type={job.accelerator}", f"--version={options.runtime_version}"]
+    result.append(Step(argv=tuple(create + (["--spot"] if options.spot else [])),
+                       unless=tuple(tpu + ["describe", options.tpu_name] + where)))
   result.append(Step(
       argv=tuple(tpu + ["scp", f"{{dir}}/{DOCKERFILE}", f"{options.tpu_name}:{DOCKERFILE}"]
                  + where + ["--worker=all"]),
@@ -157,9 +204,13 @@ def steps(job, options):
   mount = posixpath.join(GCS_ROOT, bucket)
   train = dataclasses.replace(job, model_dir=mounted(job.model_dir)).command(
       strategy="tpu", extra=["--tpu=local"])
-  run = shlex.join(["sudo", "docker", "run", "--detach", f"--name={job.name}",
-                    "--privileged", "--net=host", f"--volume={mount}:{mount}",
-                    local_image] + train)
+  label = f"{RUN_LABEL}={job.name}"
+  earlier = (f"sudo docker ps --all --quiet --filter label={label} | "
+             "xargs --no-run-if-empty sudo docker rm --force && ")
+  run = earlier + shlex.join(["sudo", "docker", "run", "--detach",
+                              f"--name={job.submitted_name}", f"--label={label}",
+                              "--privileged", "--net=host", f"--volume={mount}:{mount}",
+                              local_image] + train)
   result.append(Step(argv=tuple(tpu + ["ssh", options.tpu_name] + where +
                                 ["--worker=all", f"--command={run}"])))
   return tuple(result)

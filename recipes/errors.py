@@ -7,6 +7,11 @@ EXIT_DIVERGED = 3  # a non-finite loss or gradient the retries did not get past
 # range Kubeflow's ExitCode restart policy retries (128-255).
 EXIT_PREEMPTED = 143
 EXIT_INTERRUPTED = 130  # Ctrl-C: a checkpoint was saved; rerun to resume
+# A peer worker stopped (killed, preempted, out of memory) and the collectives failed:
+# this worker exits in the range schedulers retry (>= 128, above the signals' 128 + N),
+# so that Kubeflow's ExitCode policy re-creates it beside the peer it re-creates; the
+# relaunched job resumes from the chief's last checkpoint.
+EXIT_PEER_LOST = 200
 
 
 class ConfigError(ValueError):

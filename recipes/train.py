@@ -32,6 +32,7 @@ import gin  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from recipes import checks
 from recipes import configurables  # pylint: disable=unused-import
@@ -44,6 +45,7 @@ from recipes import trainer
 from recipes.errors import EXIT_BAD_INPUT
 from recipes.errors import EXIT_DIVERGED
 from recipes.errors import EXIT_INTERRUPTED
+from recipes.errors import EXIT_PEER_LOST
 from recipes.errors import EXIT_PREEMPTED
 from recipes.errors import ConfigError
 from recipes.errors import Diverged
@@ -206,6 +208,11 @@ def main(argv):
     print(flush=True)
     print(f"stopped: {str(e).splitlines()[0]}", file=sys.stderr)
     sys.exit(EXIT_INTERRUPTED if e.by_hand else EXIT_PREEMPTED)
+  except tf.errors.UnavailableError as e:  # a peer worker is gone: retryable, not a crash
+    print(flush=True)
+    print(f"stopped: a peer worker stopped ({str(e).splitlines()[0][:200]}); rerun to "
+          "resume from the last checkpoint", file=sys.stderr)
+    sys.exit(EXIT_PEER_LOST)
   headline = checks.METRICS + ("base_lr", "max_lr")
   summary = ", ".join(f"{k} {metrics[k]:.4g}" for k in headline
                       if metrics.get(k) is not None)

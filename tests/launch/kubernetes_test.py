@@ -9,11 +9,13 @@ from absl.testing import absltest
 import yaml
 
 from launch import kubernetes
+from launch import retry_budget
 from launch.job import IMAGE_WORKDIR
 from launch.job import Job
 from launch.job import LaunchError
 from recipes import errors as trainer_errors
 from tests.launch import golden
+from tests.launch.k8s_expansion import expand
 from tests.launch import schemas
 
 IMAGE = "us-docker.pkg.dev/p/zoo/zoo-gpu:1"
@@ -31,10 +33,17 @@ GCS_VOLUME = {"name": "gcs", "csi": {
     "volumeAttributes": {"bucketName": "bucket", "mountOptions": "implicit-dirs"}}}
 GCS_MOUNT = {"name": "gcs", "mountPath": "/gcs/bucket"}
 GCSFUSE_ANNOTATION = {"gke-gcsfuse/volumes": "true"}
+SUBMISSION = "x7k2p9"
 
 
 def container(replica):
   return replica["template"]["spec"]["containers"][0]
+
+
+def trainer_command(command):
+  """The trainer's argv in a container's command: after launch.retry_budget's `--`."""
+  at = command.index("launch.retry_budget")
+  return command[command.index("--", at) + 1:]
 
 
 class TFJobTest(absltest.TestCase):
@@ -73,14 +82,16 @@ class TFJobTest(absltest.TestCase):
   def test_every_replica_runs_the_job_command(self):
     for replica in kubernetes.tfjob(GPU_JOB)["spec"]["tfReplicaSpecs"].values():
       self.assertEqual(container(replica)["name"], "tensorflow")
-      self.assertEqual(container(replica)["command"], MOUNTED_GPU_JOB.command())
+      self.assertEqual(trainer_command(container(replica)["command"]),
+                       MOUNTED_GPU_JOB.command())
       self.assertEqual(container(replica)["workingDir"], IMAGE_WORKDIR)
       self.assertEqual(container(replica)["resources"],
-                       {"limits": {"nvidia.com/gpu": 2}})
+                       {"requests": {"cpu": "4", "memory": "16Gi"},
+                        "limits": {"memory": "16Gi", "nvidia.com/gpu": 2}})
       self.assertEqual(replica["template"]["spec"]["nodeSelector"],
                        {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"})
     cpu = kubernetes.tfjob(CPU_JOB, PVC)["spec"]["tfReplicaSpecs"]["Worker"]
-    self.assertNotIn("resources", container(cpu))
+    self.assertNotIn("nvidia.com/gpu", container(cpu)["resources"]["limits"])
     self.assertNotIn("nodeSelector", cpu["template"]["spec"])
 
   def test_exit_code_policy_retries_preemption_only(self):
@@ -158,12 +169,12 @@ class TFJobTest(absltest.TestCase):
 
   def test_applied_with_kubectl(self):
     (step,) = kubernetes.steps(CPU_JOB, PVC)
-    self.assertEqual(step.argv, ("kubectl", "apply", "--namespace=ml", "-f",
+    self.assertEqual(step.argv, ("kubectl", "create", "--namespace=ml", "-f",
                                  "{dir}/tfjob.yaml"))
     self.assertEqual(yaml.safe_load(step.files[0][1]), kubernetes.tfjob(CPU_JOB, PVC))
 
   def test_golden(self):
-    (step,) = kubernetes.steps(GPU_JOB)
+    (step,) = kubernetes.steps(dataclasses.replace(GPU_JOB, submission=SUBMISSION))
     golden.check(self, "kubernetes.yaml", step.files[0][1])
 
 
@@ -181,7 +192,7 @@ class IndexedJobTest(absltest.TestCase):
     self.assertEqual(template["metadata"]["annotations"], GCSFUSE_ANNOTATION)
     self.assertEqual(template["spec"]["volumes"], [GCS_VOLUME])
     self.assertEqual(template["spec"]["containers"][0]["volumeMounts"], [GCS_MOUNT])
-    self.assertEqual(template["spec"]["containers"][0]["command"][4:],
+    self.assertEqual(trainer_command(template["spec"]["containers"][0]["command"]),
                      MOUNTED_GPU_JOB.command())
 
   def test_broken_gcs_volumes_are_rejected(self):
@@ -232,7 +243,7 @@ class IndexedJobTest(absltest.TestCase):
                            "ZOO_JOB_WORKERS": "3", "ZOO_JOB_PORT": "2222"})
     command = pod["spec"]["containers"][0]["command"]
     self.assertEqual(command[:4], ["python3", "-m", "launch.indexed_worker", "--"])
-    self.assertEqual(command[4:],
+    self.assertEqual(trainer_command(command),
                      dataclasses.replace(CPU_JOB, model_dir="/runs/tiny").command())
 
   def test_retries_per_index_and_fails_on_the_trainers_fatal_statuses(self):
@@ -240,20 +251,137 @@ class IndexedJobTest(absltest.TestCase):
     # backoffLimitPerIndex and podFailurePolicy need restartPolicy Never.
     self.assertEqual(spec["template"]["spec"]["restartPolicy"], "Never")
     self.assertEqual((spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]), (3, 0))
-    fail, ignore = spec["podFailurePolicy"]["rules"]
+    fail, ignore, _ = spec["podFailurePolicy"]["rules"]
     self.assertEqual(fail["action"], "FailJob")
     self.assertEqual(fail["onExitCodes"]["values"],
-                     [trainer_errors.EXIT_BAD_INPUT, trainer_errors.EXIT_DIVERGED])
+                     [trainer_errors.EXIT_BAD_INPUT, trainer_errors.EXIT_DIVERGED,
+                      retry_budget.EXIT_RETRIES_SPENT])
     self.assertNotIn(trainer_errors.EXIT_PREEMPTED, fail["onExitCodes"]["values"])
     self.assertEqual(ignore, {"action": "Ignore", "onPodConditions": [
         {"type": "DisruptionTarget", "status": "True"}]})
 
   def test_golden(self):
-    (step,) = kubernetes.steps(CPU_JOB, INDEXED)
-    self.assertEqual(step.argv, ("kubectl", "apply", "-f", "{dir}/indexed_job.yaml"))
+    job = dataclasses.replace(CPU_JOB, submission=SUBMISSION)
+    (step,) = kubernetes.steps(job, INDEXED)
+    self.assertEqual(step.argv, ("kubectl", "create", "-f", "{dir}/indexed_job.yaml"))
     self.assertEqual(list(yaml.safe_load_all(step.files[0][1])),
-                     list(kubernetes.indexed_job(CPU_JOB, INDEXED)))
+                     list(kubernetes.indexed_job(job, INDEXED)))
     golden.check(self, "kubernetes_indexed_job.yaml", step.files[0][1])
+
+
+def qos_class(pod_spec):
+  """The pod's QoS class (Kubernetes' rules, containers only): BestEffort without any
+  cpu or memory request or limit; Guaranteed when every container's requests equal its
+  limits for both; else Burstable."""
+  resources = [c.get("resources", {}) for c in pod_spec["containers"]]
+  given = lambda r: {k: v for k, v in r.items() if k in ("cpu", "memory")}
+  if not any(given(r.get("requests", {})) or given(r.get("limits", {})) for r in resources):
+    return "BestEffort"
+  if all(given(r.get("limits", {})) == {**given(r.get("limits", {})),
+                                        **given(r.get("requests", {}))} and
+         len(given(r.get("limits", {}))) == 2 for r in resources):
+    return "Guaranteed"
+  return "Burstable"
+
+
+def pod_failure_action(policy, exit_code, disrupted):
+  """What a Job's podFailurePolicy does with a failed pod (the first matching rule;
+  "Count" where none matches): the pod's `tensorflow` container exited `exit_code`,
+  and it has the DisruptionTarget condition when `disrupted`."""
+  for rule in policy["rules"]:
+    codes = rule.get("onExitCodes")
+    if codes and (exit_code in codes["values"]) == (codes["operator"] == "In"):
+      return rule["action"]
+    for condition in rule.get("onPodConditions", ()):
+      if condition["type"] == "DisruptionTarget" and disrupted:
+        return rule["action"]
+  return "Count"
+
+
+class EngineDefectsTest(absltest.TestCase):
+  """Issue 21's Kubernetes defects, each as the property the engine relies on."""
+
+  def test_a_dollar_in_a_binding_reaches_the_trainer_unchanged(self):
+    binding = "--gin_bindings=NOTE = '$(ZOO_JOB_NAME) costs $$5, $HOME'"
+    job = dataclasses.replace(CPU_JOB, recipe_args=(binding,))
+    for kind in kubernetes.KINDS:
+      manifest = kubernetes.manifest(job, dataclasses.replace(PVC, kind=kind))[1]
+      for document in yaml.safe_load_all(manifest):
+        if document["kind"] == "Service":
+          continue
+        spec = (document["spec"]["template"]["spec"] if kind == "indexed_job" else
+                document["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"])
+        env = {e["name"]: e["value"] for e in spec["containers"][0].get("env", ())}
+        argv = [expand(a, env) for a in spec["containers"][0]["command"]]
+        self.assertIn(binding, argv, kind)
+        self.assertIn("--model_dir=/runs/tiny", argv, kind)
+
+  def test_every_worker_requests_cpu_and_memory(self):
+    sized = dataclasses.replace(PVC, cpu="500m", memory="2Gi")
+    tfjob = kubernetes.tfjob(CPU_JOB, sized)
+    pods = [r["template"]["spec"] for r in tfjob["spec"]["tfReplicaSpecs"].values()]
+    pods.append(kubernetes.indexed_job(CPU_JOB, INDEXED)[1]["spec"]["template"]["spec"])
+    for pod in pods:
+      self.assertNotEqual(qos_class(pod), "BestEffort")
+    self.assertEqual(pods[0]["containers"][0]["resources"]["requests"],
+                     {"cpu": "500m", "memory": "2Gi"})
+    for cpu, memory in (("0", "1Gi"), ("two", "1Gi"), ("1", "-1Gi"), ("1", "1 Gi")):
+      with self.assertRaisesRegex(LaunchError, "not a positive Kubernetes quantity"):
+        kubernetes.tfjob(CPU_JOB, dataclasses.replace(PVC, cpu=cpu, memory=memory))
+
+  def test_each_submission_is_a_new_job_and_the_run_keeps_its_directory(self):
+    first, second = (dataclasses.replace(CPU_JOB, submission=s) for s in ("aaaaa1", "bbbbb2"))
+    for kind in kubernetes.KINDS:
+      options = dataclasses.replace(PVC, kind=kind)
+      names, dirs = [], []
+      for job in (first, second):
+        documents = list(yaml.safe_load_all(kubernetes.manifest(job, options)[1]))
+        names.append({d["metadata"]["name"] for d in documents})
+        text = kubernetes.manifest(job, options)[1]
+        dirs.append(text.count("--model_dir=/runs/tiny"))
+      self.assertEqual(names, [{"tiny-aaaaa1"}, {"tiny-bbbbb2"}], kind)
+      self.assertEqual(dirs[0], dirs[1])
+      self.assertGreater(dirs[0], 0)
+    (step,) = kubernetes.steps(first, PVC)
+    self.assertEqual(step.argv[:2], ("kubectl", "create"))
+
+  def test_a_peers_preemption_uses_no_retry_and_fatal_codes_fail_at_once(self):
+    policy = kubernetes.indexed_job(CPU_JOB, INDEXED)[1]["spec"]["podFailurePolicy"]
+    # The preempted pod, and its peers that saved with it (no DisruptionTarget).
+    self.assertEqual(pod_failure_action(policy, 143, disrupted=True), "Ignore")
+    self.assertEqual(pod_failure_action(policy, 143, disrupted=False), "Ignore")
+    self.assertEqual(pod_failure_action(policy, 137, disrupted=False), "Count")
+    self.assertEqual(pod_failure_action(policy, trainer_errors.EXIT_PEER_LOST,
+                                        disrupted=False), "Count")
+    for fatal in (trainer_errors.EXIT_BAD_INPUT, trainer_errors.EXIT_DIVERGED,
+                  retry_budget.EXIT_RETRIES_SPENT):
+      self.assertEqual(pod_failure_action(policy, fatal, disrupted=False), "FailJob")
+
+  def test_spot_selects_gke_spot_nodes(self):
+    spot = dataclasses.replace(PVC, spot=True)
+    pods = [r["template"]["spec"] for r in
+            kubernetes.tfjob(GPU_JOB, spot)["spec"]["tfReplicaSpecs"].values()]
+    pods.append(kubernetes.indexed_job(CPU_JOB, dataclasses.replace(INDEXED, spot=True))[1][
+        "spec"]["template"]["spec"])
+    self.assertEqual(pods[0]["nodeSelector"], {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+        "cloud.google.com/gke-spot": "true"})
+    self.assertEqual(pods[-1]["nodeSelector"], {"cloud.google.com/gke-spot": "true"})
+    self.assertNotIn("nodeSelector", kubernetes.tfjob(CPU_JOB, PVC)["spec"][
+        "tfReplicaSpecs"]["Chief"]["template"]["spec"])
+
+  def test_backoff_limit_bounds_the_restarts_of_every_worker(self):
+    """ExitCode re-creates pods without counting: each container runs the retry budget
+    with --backoff_limit, whose exit (4) ExitCode treats as permanent."""
+    options = dataclasses.replace(PVC, backoff_limit=5)
+    replicas = kubernetes.tfjob(CPU_JOB, options)["spec"]["tfReplicaSpecs"]
+    for replica in replicas.values():
+      self.assertEqual(replica["restartPolicy"], "ExitCode")
+      command = container(replica)["command"]
+      self.assertEqual(command[:7], ["python3", "-m", "launch.retry_budget", "--limit=5",
+                                     "--model_dir=/runs/tiny", "--ledger=tiny", "--"])
+    self.assertLess(retry_budget.EXIT_RETRIES_SPENT, 128)  # not retried by ExitCode
+    self.assertGreaterEqual(trainer_errors.EXIT_PEER_LOST, 128)  # retried
 
 
 if __name__ == "__main__":

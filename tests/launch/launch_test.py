@@ -36,9 +36,12 @@ def run_cli(*args, path=None):
                         capture_output=True, text=True, timeout=120, check=False)
 
 
+SUBMISSION = "abc123"
+
+
 def flagship(**fields):
   return Job(**dict(dict(name="nfnet-long-tail", recipe="nfnet_long_tail",
-                         recipe_args=(BINDING,)), **fields))
+                         recipe_args=(BINDING,), submission=SUBMISSION), **fields))
 
 
 # (launcher flags, the Steps they must print).
@@ -62,8 +65,8 @@ DRY_RUNS = {
                      vertex.Options(region="us-central1"))),
     "tpu_vm": (
         ["--backend=tpu_vm", f"--image={IMAGE}", "--model_dir=gs://b/tiny",
-         "--zone=us-central2-b", "--tpu_name=my-tpu"],
-        tpu_vm.steps(flagship(image=IMAGE, model_dir="gs://b/tiny"),
+         "--zone=us-central2-b", "--tpu_name=my-tpu", "--accelerator=v4-8"],
+        tpu_vm.steps(flagship(image=IMAGE, model_dir="gs://b/tiny", accelerator="v4-8"),
                      tpu_vm.Options(tpu_name="my-tpu", zone="us-central2-b"))),
     "slurm": (
         ["--backend=slurm", "--workers=2", "--model_dir=/shared/tiny",
@@ -71,6 +74,8 @@ DRY_RUNS = {
         slurm.steps(flagship(workers=2, model_dir="/shared/tiny"),
                     slurm.Options(workdir="/shared/zoo", partition="cpu"))),
 }
+for _flags, _ in DRY_RUNS.values():
+  _flags.append(f"--submission_id={SUBMISSION}")
 
 
 def fake_tool(directory, name, status=0):
@@ -154,6 +159,80 @@ class SubmitTest(absltest.TestCase):
           "would be submitted"])
 
 
+# What each engine's next-steps text must hold: (status, logs, cancel) commands' starts,
+# and TensorBoard's --logdir.
+NEXT_STEPS = {
+    "kubernetes": (f"TFJob nfnet-long-tail-{SUBMISSION}",
+                   ["kubectl get tfjob/nfnet-long-tail-abc123 --namespace=ml",
+                    "kubectl logs --follow nfnet-long-tail-abc123-chief-0 --namespace=ml",
+                    "kubectl delete tfjob/nfnet-long-tail-abc123 --namespace=ml"],
+                   "gs://b/tiny"),
+    "kubernetes_indexed_job": (
+        f"Kubernetes Job nfnet-long-tail-{SUBMISSION} (and Service "
+        f"nfnet-long-tail-{SUBMISSION})",
+        ["kubectl get job/nfnet-long-tail-abc123",
+         "kubectl logs --follow --selector=job-name=nfnet-long-tail-abc123,"
+         "batch.kubernetes.io/job-completion-index=0",
+         "kubectl delete job/nfnet-long-tail-abc123 service/nfnet-long-tail-abc123"],
+        "/runs/nfnet-long-tail"),
+    "vertex": (f"Vertex AI CustomJob nfnet-long-tail-{SUBMISSION} (display name)",
+               ["gcloud ai custom-jobs list --region=us-central1 "
+                "--filter=displayName=nfnet-long-tail-abc123 '--format=value(name)'",
+                "gcloud ai custom-jobs describe JOB_ID --region=us-central1",
+                "gcloud ai custom-jobs stream-logs JOB_ID --region=us-central1",
+                "gcloud ai custom-jobs cancel JOB_ID --region=us-central1"], "gs://b/tiny"),
+    "tpu_vm": (f"container nfnet-long-tail-{SUBMISSION} on TPU VM my-tpu",
+               ["gcloud compute tpus tpu-vm ssh my-tpu --zone=us-central2-b --worker=0 "
+                "'--command=sudo docker logs --follow nfnet-long-tail-abc123'",
+                "gcloud compute tpus tpu-vm ssh my-tpu --zone=us-central2-b --worker=0 "
+                "'--command=sudo docker stop --time=120 nfnet-long-tail-abc123'",
+                "gcloud compute tpus tpu-vm delete my-tpu --zone=us-central2-b"],
+               "gs://b/tiny"),
+    "slurm": ("Slurm job nfnet-long-tail",
+              ["squeue --name=nfnet-long-tail", "sacct --name=nfnet-long-tail",
+               "scancel --name=nfnet-long-tail"], "/shared/tiny"),
+}
+
+
+class NextStepsTest(absltest.TestCase):
+
+  def test_after_a_submission_the_engines_commands_are_printed(self):
+    for backend, (name, commands, logdir) in NEXT_STEPS.items():
+      flags, _ = DRY_RUNS[backend]
+      with tempfile.TemporaryDirectory() as tools:
+        for tool in ("kubectl", "gcloud", "sbatch"):
+          path = fake_tool(tools, tool)
+        result = run_cli("--recipe=nfnet_long_tail", *flags, path=path)
+      self.assertEqual(result.returncode, 0, result.stderr)
+      said = result.stdout.splitlines()
+      self.assertEqual(said[0], f"Submitted {name}.", backend)
+      for heading in ("Status:", "Logs:", "Cancel:", "TensorBoard:"):
+        self.assertIn(heading, said, backend)
+      for command in commands:
+        self.assertIn(f"  $ {command}", said, backend)
+      self.assertIn(f"  $ tensorboard --logdir={logdir}", said, backend)
+
+  def test_nothing_is_printed_after_a_failed_submission(self):
+    with tempfile.TemporaryDirectory() as tools:
+      path = fake_tool(tools, "kubectl", status=1)
+      flags, _ = DRY_RUNS["kubernetes"]
+      result = run_cli("--recipe=nfnet_long_tail", *flags, path=path)
+    self.assertEqual(result.returncode, 1)
+    self.assertNotIn("Submitted", result.stdout)
+
+  def test_a_fresh_name_on_every_launch(self):
+    flags = [f for f in DRY_RUNS["kubernetes"][0] if not f.startswith("--submission_id")]
+    names = set()
+    for _ in range(2):
+      result = run_cli("--recipe=nfnet_long_tail", *flags, "--dry_run")
+      self.assertEqual(result.returncode, 0, result.stderr)
+      (line,) = [l for l in result.stdout.splitlines() if l.startswith("  name: ")]
+      names.add(line)
+      self.assertIn("--model_dir=/gcs/b/tiny", result.stdout)
+    self.assertLen(names, 2)
+    self.assertTrue(all(n.startswith("  name: nfnet-long-tail-") for n in names))
+
+
 BAD_INPUTS = [
     ("unknown_backend", ["--backend=aws", "--recipe=nfnet_long_tail"],
      "backend.*one of.*--helpshort"),
@@ -193,7 +272,8 @@ BAD_INPUTS = [
      "--model_dir=gs://b/x is a URL; .*mount the bucket with gcsfuse on every node"),
     ("tpu_mount_path_model_dir", ["--backend=tpu_vm", "--recipe=nfnet_long_tail",
                                   f"--image={IMAGE}", "--model_dir=/gcs/b/x",
-                                  "--zone=z", "--tpu_name=t"], "give a gs:// path"),
+                                  "--zone=z", "--tpu_name=t", "--accelerator=v4-8"],
+     "give a gs:// path"),
     ("bad_bucket", ["--backend=vertex", "--recipe=nfnet_long_tail", f"--image={IMAGE}",
                     "--model_dir=gs://My_Bucket/x", "--region=us-central1"],
      "'My_Bucket' is not a Cloud Storage bucket name"),

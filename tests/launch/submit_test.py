@@ -38,6 +38,21 @@ class SubmitTest(absltest.TestCase):
     self.assertIn("exited with status 7; nothing after it ran", log.read())
     log.close()
 
+  def test_a_step_runs_only_where_its_unless_command_fails(self):
+    out = self.create_tempdir().full_path
+    record = os.path.join(out, "ran")
+    write = (sys.executable, "-c", f"open({record!r}, 'a').write('x')")
+    exists = (sys.executable, "-c", "raise SystemExit(0)")
+    missing = (sys.executable, "-c", "raise SystemExit(1)")
+    with open(os.path.join(out, "log"), "w") as log:
+      self.assertEqual(submit.run([job_lib.Step(write, unless=exists)], out=log), 0)
+      self.assertFalse(os.path.exists(record))  # e.g. the TPU VM exists: not created
+      self.assertEqual(submit.run([job_lib.Step(write, unless=missing)], out=log), 0)
+    with open(record) as f:
+      self.assertEqual(f.read(), "x")
+    self.assertEqual(submit.render([job_lib.Step(("create", "t"), unless=("describe", "t"))]),
+                     "$ describe t > /dev/null 2>&1 || create t\n")
+
   def test_a_missing_tool(self):
     with self.assertRaisesRegex(job_lib.LaunchError,
                                 "no-such-tool-here is not on PATH; install it, or add "

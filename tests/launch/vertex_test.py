@@ -54,7 +54,8 @@ class VertexTest(absltest.TestCase):
       self.assertEqual(container["command"] + container["args"],
                        dataclasses.replace(JOB, model_dir="/gcs/bucket/runs/full").command())
     self.assertEqual(spec["baseOutputDirectory"], {"outputUriPrefix": JOB.model_dir})
-    self.assertEqual(spec["scheduling"], {"restartJobOnWorkerRestart": True})
+    self.assertEqual(spec["scheduling"], {"timeout": "604800s",
+                                          "restartJobOnWorkerRestart": True})
 
   def test_the_trainer_gets_the_mounted_path(self):
     def trainer_model_dir(model_dir):
@@ -77,7 +78,7 @@ class VertexTest(absltest.TestCase):
               model_dir="gs://b/tiny")
     spec = vertex.custom_job_spec(one, OPTIONS)
     self.assertEqual(len(spec["workerPoolSpecs"]), 1)
-    self.assertNotIn("scheduling", spec)
+    self.assertEqual(spec["scheduling"], {"timeout": "604800s"})  # one worker: no restart
     self.assertEqual(spec["workerPoolSpecs"][0]["machineSpec"],
                      {"machineType": vertex.DEFAULT_MACHINE_TYPE})
 
@@ -112,6 +113,64 @@ class VertexTest(absltest.TestCase):
     self.assertEqual(name, "custom_job.yaml")
     self.assertEqual(yaml.safe_load(text), vertex.custom_job_spec(JOB, OPTIONS))
     golden.check(self, "vertex.yaml", text)
+
+  def test_the_display_name_is_new_for_each_submission(self):
+    (step,) = vertex.steps(dataclasses.replace(JOB, submission="abc123"), OPTIONS)
+    self.assertIn("--display-name=nfnet-long-tail-full-abc123", step.argv)
+    self.assertIn("--model_dir=/gcs/bucket/runs/full", step.files[0][1])
+
+  def test_spot_timeout_service_account_and_tensorboard(self):
+    board = "projects/my-project/locations/us-central1/tensorboards/123"
+    account = "trainer@my-project.iam.gserviceaccount.com"
+    options = dataclasses.replace(OPTIONS, spot=True, timeout_hours=720,
+                                  service_account=account, tensorboard=board)
+    job = dataclasses.replace(JOB, model_dir="gs://bucket/runs/full/logs")
+    spec = vertex.custom_job_spec(job, options)
+    self.assertEqual(schemas.errors("vertex_custom_job", spec), [])
+    self.assertEqual(spec["scheduling"], {"timeout": "2592000s",
+                                          "restartJobOnWorkerRestart": True,
+                                          "strategy": "SPOT"})
+    self.assertEqual(spec["serviceAccount"], account)
+    self.assertEqual(spec["tensorboard"], board)
+    # Vertex uploads <baseOutputDirectory>/logs: where the trainer writes the run.
+    base = spec["baseOutputDirectory"]["outputUriPrefix"]
+    self.assertIn(f"--model_dir={vertex.mounted(base + '/logs')}",
+                  spec["workerPoolSpecs"][0]["containerSpec"]["args"])
+    for bad, message in (
+        (dict(tensorboard=board, service_account=account), "--model_dir=gs://bucket/runs/"
+         "full/logs"),
+        (dict(tensorboard=board), "needs --service_account"),
+        (dict(tensorboard="tb-1", service_account=account), "not a TensorBoard resource"),
+        (dict(service_account="me; rm -rf /"), "not a service account"),
+        (dict(timeout_hours=0), "vertex_timeout_hours=0")):
+      with self.assertRaisesRegex(LaunchError, message):
+        vertex.custom_job_spec(JOB, dataclasses.replace(OPTIONS, **bad))
+
+  def test_each_gpu_gets_a_machine_that_can_host_it(self):
+    def machine(accelerator, count, machine_type=""):
+      job = dataclasses.replace(JOB, accelerator=accelerator, accelerators_per_worker=count,
+                                machine_type=machine_type)
+      return vertex.custom_job_spec(job, OPTIONS)["workerPoolSpecs"][0]["machineSpec"][
+          "machineType"]
+
+    self.assertEqual(machine("NVIDIA_TESLA_A100", 2), "a2-highgpu-2g")
+    self.assertEqual(machine("NVIDIA_A100_80GB", 8), "a2-ultragpu-8g")
+    self.assertEqual(machine("NVIDIA_H100_80GB", 8), "a3-highgpu-8g")
+    self.assertEqual(machine("NVIDIA_L4", 1), "g2-standard-4")
+    self.assertEqual(machine("NVIDIA_TESLA_T4", 1), "n1-standard-8")
+    self.assertEqual(machine("NVIDIA_TESLA_A100", 8, "a2-megagpu-16g"), "a2-megagpu-16g")
+    with self.assertRaisesRegex(LaunchError, "cannot host NVIDIA_H100_80GB; drop it, or "
+                                "give --machine_type=a3-highgpu-8g"):
+      machine("NVIDIA_H100_80GB", 8, "n1-standard-8")
+    with self.assertRaisesRegex(LaunchError, "cannot host NVIDIA_A100_80GB"):
+      machine("NVIDIA_A100_80GB", 1, "a2-highgpu-1g")
+    with self.assertRaisesRegex(LaunchError, "comes 1, 2, 4, 8, 16 to a machine"):
+      machine("NVIDIA_TESLA_A100", 3)
+
+  def test_the_docstring_says_a_non_zero_exit_restarts(self):
+    said = " ".join(vertex.__doc__.split())
+    self.assertIn("any worker that exits non-zero", said)
+    self.assertNotIn("fails the job", said)
 
 
 if __name__ == "__main__":
