@@ -142,6 +142,9 @@ def context_files(flavour, lock, base, sources):
   """{archive path: bytes}: the Dockerfile, the lock and every source."""
   if flavour not in FLAVOURS:
     raise ContextError(f"--flavour={flavour!r} is not one of {', '.join(FLAVOURS)}")
+  if not base or any(c.isspace() for c in base):
+    raise ContextError(f"--base={base!r} is not an image reference; give one without "
+                       "spaces, e.g. --base=python:3.11.7-slim-bookworm")
   if not sources:
     raise ContextError("no sources given; pass the files of recipes/, zoo/, tricks/, launch/")
   lock_name = os.path.basename(lock)
