@@ -81,10 +81,11 @@ class Notice:
     for signum, previous in self._previous.items():
       signal.signal(signum, previous)
     caught, self._previous = self._previous, {}
-    if kind is None and self.signal in caught:
+    if kind is None and self.signal == signal.SIGTERM and signal.SIGTERM in caught:
       # Asked to stop after the loop's last look (the last epoch's validation or
-      # checkpoint): the request goes to the handler outside the loop, not lost.
-      signal.raise_signal(self.signal)
+      # checkpoint): the request goes to the handler outside the loop, not lost. (A
+      # Ctrl-C then lets the short rest of the run finish.)
+      signal.raise_signal(signal.SIGTERM)
     return False
 
 
