@@ -57,14 +57,22 @@ def wait_for(condition, timeout, alive=lambda: True, interval=0.05):
   return False
 
 
-def in_phase(phase, pid, stdout_path, model_dir):
-  """A condition telling that the run is in `phase`: start-up (the handler is in place,
-  nothing printed about the devices yet), training (epoch 1 has begun stepping), final
-  evaluation (the last checkpoint is written; metrics.json is not)."""
+def reach(phase, pid, stdout_path, model_dir, alive):
+  """Waits until the run is in `phase`; None, or what went wrong.
+
+  start-up: the SIGTERM handler is in place (the old code never has one then: after
+  10 s the signal is sent anyway), nothing printed about the devices yet; training:
+  epoch 1 has begun stepping; final evaluation: the last checkpoint is written (then
+  the run evaluates, writes its report and metrics.json)."""
   if phase == "start-up":
-    return lambda: catches(pid) and "devices:" not in read(stdout_path)
+    wait_for(lambda: catches(pid), 10, alive)
+    return "start-up was over" if "devices:" in read(stdout_path) else None
   if phase == "training":
-    return lambda: "1/8 [" in read(stdout_path)
-  if phase == "final evaluation":
-    return lambda: latest_checkpoint(model_dir) == LAST_CHECKPOINT
-  raise ValueError(f"unknown phase {phase!r}; one of {PHASES}")
+    reached = lambda: "1/8 [" in read(stdout_path)
+  elif phase == "final evaluation":
+    reached = lambda: latest_checkpoint(model_dir) == LAST_CHECKPOINT
+  else:
+    raise ValueError(f"unknown phase {phase!r}; one of {PHASES}")
+  if wait_for(reached, 240, alive, interval=0.02):
+    return None
+  return f"never reached {phase}: {read(stdout_path)[-2000:]}"
