@@ -10,7 +10,7 @@ within seconds with status 143, with a checkpoint where there was progress.
 Needs root on Debian (it installs podman, runc and debootstrap from Debian's archive
 when missing); elsewhere it says so in one line and skips. The base image and the
 image's layers stay in podman's storage, so a second run on a machine reuses them; the
-first builds them (about 2 min for the base, 4 min for the lock's pip install).
+first builds them (2.6 min here on a quiet machine, mostly the lock's pip install).
 """
 
 import hashlib
