@@ -75,6 +75,55 @@ def mounted(model_dir, root=GCS_ROOT):
   return posixpath.join(root, *[p for p in found if p])
 
 
+# An image reference, as the OCI distribution grammar (distribution/reference) has it:
+# [DOMAIN/]PATH[:TAG][@DIGEST]; PATH's components lower case; a digest sha256 and 64
+# lower-case hex digits, as registries write it. Nothing else (no spaces, no shell
+# characters) can pass, so the reference is safe in a manifest or a remote shell.
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?)"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(rf"^(?P<name>(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*)"
+                    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+_MAX_NAME = 255  # the grammar's limit on the repository name
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageReference:
+  """A parsed --image: repository name, tag ("" when none), digest ("" when none)."""
+  name: str
+  tag: str
+  digest: str
+
+  @property
+  def pinned(self):
+    """The reference that names this content for good: NAME@DIGEST ("" without one)."""
+    return f"{self.name}@{self.digest}" if self.digest else ""
+
+
+def parse_image(image):
+  """The ImageReference of `image`; LaunchError, naming the fix, when it is not one."""
+  found = _IMAGE.match(image) if isinstance(image, str) else None
+  if not found or len(found.group("name")) > _MAX_NAME:
+    why = ("a digest is sha256: and 64 lower-case hex digits" if "@" in str(image) else
+           "a repository path is lower case letters, digits and . _ - separated by /")
+    raise LaunchError(f"--image={image!r} is not an image reference ({why}); give "
+                      "[HOST/]PATH[:TAG] or PATH@sha256:<64 hex>, e.g. "
+                      "--image=us-docker.pkg.dev/my-project/zoo/model-zoo@sha256:<digest>")
+  return ImageReference(found.group("name"), found.group("tag") or "",
+                        found.group("digest") or "")
+
+
+def image_line(image):
+  """What the launcher says about the image it submits: its digest when the reference
+  holds one; else a warning that the tag is mutable and how to pin it."""
+  reference = parse_image(image)
+  if reference.digest:
+    return f"image: {reference.pinned} (digest {reference.digest})"
+  tag = reference.tag or "latest"
+  return (f"warning: --image={image} is the tag {tag!r}, which can be moved to other "
+          f"content; pin it: `docker buildx imagetools inspect {reference.name}:{tag}` "
+          f"prints its Digest, then pass --image={reference.name}@sha256:<that digest>")
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
   """One launch.
@@ -89,7 +138,8 @@ class Job:
   model_dir: where the run is written: a path every worker reaches (a shared volume), or
     on Google Cloud a gs://BUCKET/PATH URL, which the backend mounts so that the trainer
     writes to GCS_ROOT/BUCKET/PATH (see `mounted`).
-  image: the container image (cluster backends).
+  image: the container image (cluster backends): an OCI reference, [HOST/]PATH[:TAG]
+    or with @sha256:<digest> (`parse_image`).
   accelerator: the engine's accelerator type ("" for CPU only): Kubernetes node
     selector value (e.g. nvidia-tesla-a100), Vertex enum (NVIDIA_TESLA_A100), TPU type
     (v4-8), or Slurm GPU type.
@@ -122,6 +172,8 @@ class Job:
     if isinstance(self.workers, bool) or not isinstance(self.workers, int) or \
         self.workers < 1:
       raise LaunchError(f"--workers={self.workers!r} must be a whole number >= 1")
+    if self.image:
+      parse_image(self.image)
     if isinstance(self.accelerators_per_worker, bool) or \
         not isinstance(self.accelerators_per_worker, int) or \
         self.accelerators_per_worker < 0:

@@ -10,7 +10,8 @@ on a cluster engine, or as local worker processes.
                     trainer sees at the bucket's Cloud Storage FUSE mount,
                     /gcs/BUCKET/PATH
     --image         the container image; default <--registry>/<tag built by
-                    //launch/image:cpu or :gpu> (GPU image with --accelerators_per_worker)
+                    //launch/image:cpu or :gpu> (GPU image with --accelerators_per_worker);
+                    REPO@sha256:<digest> pins it (a tag is mutable: the launcher warns)
     --accelerator, --accelerators_per_worker, --machine_type: what a worker runs on
     --dry_run       print what would be submitted (each file, then the command); run nothing
     --submission_id the suffix of this submission's engine name, <name>-<id>; default
@@ -51,6 +52,7 @@ from launch import tpu_vm
 from launch import vertex
 from launch.job import Job
 from launch.job import LaunchError
+from launch.job import image_line
 from launch.job import new_submission
 
 EXIT_BAD_INPUT = 2
@@ -243,6 +245,8 @@ def launch(recipe_args):
     sys.stdout.write(submit.render(steps))
     return 0
   submit.check_tools(steps)
+  if job.image:  # the digest it submits, or how to pin a mutable tag (job.image_line)
+    print(image_line(job.image), file=sys.stderr)
   status = submit.run(steps)
   if status == 0:
     sys.stdout.write(next_steps.text(FLAGS.backend, job, options))

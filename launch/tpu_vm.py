@@ -56,6 +56,7 @@ from launch.job import GCS_ROOT
 from launch.job import IMAGE_PYTHON
 from launch.job import IMAGE_WORKDIR
 from launch.job import LaunchError
+from launch.job import parse_image
 from launch.job import Step
 from launch.job import bucket_and_path
 from launch.job import mounted
@@ -71,12 +72,6 @@ GCSFUSE_KEY = "https://packages.cloud.google.com/apt/doc/apt-key.gpg"
 GCSFUSE_KEYRING = "/usr/share/keyrings/cloud.google.asc"
 _TPU_TYPE = re.compile(r"^v[0-9]+[a-z]*-([0-9]+)$")
 SINGLE_HOST_LIMIT = 8  # the largest type number one host has (cores or chips)
-# The OCI distribution reference grammar (distribution/reference): [domain/]path[:tag][@digest].
-_DOMAIN = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|" \
-          r"[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?"
-_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"
-                    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 # One pip requirement: a name, extras, version clauses (no spaces, quotes or shell).
 _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
                           r"([<>=!~]=?[A-Za-z0-9.*+!_-]+(,[<>=!~]=?[A-Za-z0-9.*+!_-]+)*)?$")
@@ -125,10 +120,7 @@ def check(job, options):
                       " e.g. v4-8)")
   if not job.image:
     raise LaunchError("the tpu_vm backend needs an image: give --image or --registry")
-  if not _IMAGE.match(job.image):
-    raise LaunchError(f"--image={job.image!r} is not an image reference "
-                      "([HOST/]PATH[:TAG][@sha256:DIGEST], e.g. "
-                      "us-docker.pkg.dev/my-project/zoo/zoo-cpu:1)")
+  parse_image(job.image)  # the OCI grammar: nothing a root shell on the hosts reads
   if bucket_and_path(job.model_dir) is None:
     given = f"--model_dir={job.model_dir!r}" if job.model_dir else "no --model_dir"
     raise LaunchError(f"{given}: a TPU VM run writes to Cloud Storage (every host mounts "

@@ -8,18 +8,44 @@ mid-epoch, and exits with status 143 (errors.EXIT_PREEMPTED), which schedulers r
 The same idea as tf.distribute's PreemptionCheckpointHandler: in a multi-worker job
 the workers agree on the stop through one all-reduce of a flag between inner loops
 (`stop_requested`), so all save at the same step.
+
+Outside the training loop (start-up, restore, the final evaluation, the export) there is
+nothing to save that the last checkpoint lacks, so the process-wide handler
+(`exit_on_sigterm`, installed by the entry point before it imports TensorFlow) ends the
+run at once with status 143. It matters most in a container, where the trainer is PID 1:
+the kernel drops a signal PID 1 has no handler for, so without it a stop outside `fit`
+waited out the grace period and ended in SIGKILL.
+
+This module imports TensorFlow only when asked for the multi-worker stop, so the entry
+point can install the handler first.
 """
 
 import os
 import signal
 import threading
 
-import tensorflow as tf
-
+from recipes.errors import EXIT_PREEMPTED
 from recipes.errors import Preempted
 
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _exit_now(signum, frame):
+  del signum, frame
+  os.write(2, b"stopped: SIGTERM outside the training loop; exiting with status 143 "
+           b"(the last checkpoint is kept: rerun the same command to resume)\n")
+  raise SystemExit(EXIT_PREEMPTED)
+
+
+def exit_on_sigterm():
+  """Installs the process-wide SIGTERM handler: exit status 143 at once (SystemExit, so
+  `finally` blocks and locks unwind). `Notice` replaces it while the training loop runs
+  and puts it back after. Main thread only; a SIGTERM ignored on purpose stays ignored."""
+  if threading.current_thread() is not threading.main_thread():
+    return
+  if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+    signal.signal(signal.SIGTERM, _exit_now)
 
 
 class Notice:
@@ -51,10 +77,15 @@ class Notice:
         self._previous[signum] = signal.signal(signum, self._handle)
     return self
 
-  def __exit__(self, *exc):
+  def __exit__(self, kind, value, traceback):
     for signum, previous in self._previous.items():
       signal.signal(signum, previous)
-    self._previous = {}
+    caught, self._previous = self._previous, {}
+    if kind is None and self.signal == signal.SIGTERM and signal.SIGTERM in caught:
+      # Asked to stop after the loop's last look (the last epoch's validation or
+      # checkpoint): the request goes to the handler outside the loop, not lost. (A
+      # Ctrl-C then lets the short rest of the run finish.)
+      signal.raise_signal(signal.SIGTERM)
     return False
 
 
@@ -64,6 +95,7 @@ def stop_requested(strategy, notice):
   loops), so every worker saves at the same step and exits (tf.distribute's
   PreemptionCheckpointHandler's idea: a worker that saved alone would wait forever for
   the others)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (see the docstring)
   resolver = getattr(strategy, "cluster_resolver", None)
   workers = sum(len(tasks) for kind, tasks in resolver.cluster_spec().as_dict().items()
                 if kind in ("chief", "worker")) if resolver is not None else 1

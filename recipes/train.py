@@ -13,8 +13,9 @@
 Bad input (a flag or Gin mistake, a wrong type, a zero or negative size or rate, a
 missing data set, a mismatched model, an unwritable or busy model_dir) ends the run
 before training with one line on stderr and exit status 2; nothing is written to
-model_dir. A run that diverges past its retries exits 3; SIGTERM saves a checkpoint
-and exits 143 (Ctrl-C: 130); rerunning the same command resumes.
+model_dir. A run that diverges past its retries exits 3; SIGTERM while training saves a
+checkpoint and exits 143 (Ctrl-C: 130), at any other time exits 143 at once; rerunning
+the same command resumes.
 """
 
 import os
@@ -22,7 +23,13 @@ import re
 import sys
 import tokenize
 
+from recipes import preemption
 from recipes import startup
+
+# First of all, as the program: SIGTERM during start-up (importing TensorFlow, building,
+# restoring) ends the run at once with 143, also as a container's PID 1 (preemption.py).
+if __name__ == "__main__":
+  preemption.exit_on_sigterm()
 
 # Before TensorFlow is imported: its C++ start-up noise hidden on a machine without
 # GPUs, its warnings and errors kept where a GPU is expected (startup's docstring).
@@ -225,6 +232,7 @@ def main(argv):
 
 def cli(argv=None):
   """The command line: `python -m recipes.train [flags]` (argv: sys.argv)."""
+  preemption.exit_on_sigterm()
   app.run(main, argv=argv, flags_parser=parse_flags)
 
 

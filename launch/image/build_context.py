@@ -34,6 +34,28 @@ FLAVOURS = ("cpu", "gpu")
 SOURCE_ROOTS = ("launch", "recipes", "tricks", "zoo")
 EXIT_BAD_INPUT = 2
 
+# The base image is a build argument: `docker build --build-arg BASE_IMAGE=...` swaps it
+# (any Debian-like image with python3 and its venv module; the default is the Python the
+# lock is made for). The lock goes into a virtual environment, first on PATH, so
+# `python3` is its interpreter on any base (Debian's own python3 refuses pip installs).
+BASE_ARG = "BASE_IMAGE"
+VENV = "/opt/venv"
+_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# What each flavour's environment holds beyond Python's settings. GPU: the NVIDIA
+# container toolkit's hooks (Docker, enroot under Slurm's pyxis) mount the driver only
+# when NVIDIA_VISIBLE_DEVICES is set, its compute and utility (nvidia-smi) parts only as
+# NVIDIA_DRIVER_CAPABILITIES says; GKE mounts the driver at /usr/local/nvidia, where the
+# loader finds libcuda only through LD_LIBRARY_PATH (TensorFlow would run on the CPU).
+ENVIRONMENT = {
+    "cpu": (("PATH", _PATH),),
+    "gpu": (("PATH", _PATH),
+            ("LD_LIBRARY_PATH", "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"),
+            ("NVIDIA_VISIBLE_DEVICES", "all"),
+            ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")),
+}
+_BASE_NOTE = ("# Another base: docker build --build-arg BASE_IMAGE=<image with python3 and "
+              "venv> ...\n")
+
 _NOTES = {
     "cpu": "# CPU: TensorFlow runs on the CPU.\n",
     "gpu": ("# GPU: CUDA and cuDNN come from the lock's nvidia-* wheels\n"
@@ -47,15 +69,21 @@ class ContextError(ValueError):
 
 
 def dockerfile(flavour, base, lock_name, roots):
-  """The Dockerfile's text: base, the lock installed by hash, then the sources."""
+  """The Dockerfile's text: the base (a build argument, `base` its default), a virtual
+  environment holding the lock installed by hash, the flavour's environment, the
+  sources."""
   copies = "".join(f"COPY {root}/ {root}/\n" for root in sorted(roots))
+  environment = "".join(f" \\\n    {name}={value}" for name, value in ENVIRONMENT[flavour])
   return (f"# model-zoo:{flavour}, written by //launch/image (launch/image/build_context.py).\n"
           f"{_NOTES[flavour]}"
-          f"FROM {base}\n"
-          f"ENV PYTHONUNBUFFERED=1 PYTHONPATH={WORKDIR}\n"
+          f"{_BASE_NOTE}"
+          f"ARG {BASE_ARG}={base}\n"
+          f"FROM ${{{BASE_ARG}}}\n"
+          f"ENV PYTHONUNBUFFERED=1 PYTHONPATH={WORKDIR} VIRTUAL_ENV={VENV}{environment}\n"
           f"WORKDIR {WORKDIR}\n"
           f"COPY {lock_name} ./\n"
-          f"RUN {PYTHON} -m pip install --disable-pip-version-check --no-input \\\n"
+          f"RUN {PYTHON} -m venv {VENV} && \\\n"
+          f"    {VENV}/bin/{PYTHON} -m pip install --disable-pip-version-check --no-input \\\n"
           "      --no-cache-dir --root-user-action=ignore \\\n"
           f"      --require-hashes --no-deps -r {lock_name}\n"
           f"{copies}")
@@ -114,6 +142,9 @@ def context_files(flavour, lock, base, sources):
   """{archive path: bytes}: the Dockerfile, the lock and every source."""
   if flavour not in FLAVOURS:
     raise ContextError(f"--flavour={flavour!r} is not one of {', '.join(FLAVOURS)}")
+  if not base or any(c.isspace() for c in base):
+    raise ContextError(f"--base={base!r} is not an image reference; give one without "
+                       "spaces, e.g. --base=python:3.11.7-slim-bookworm")
   if not sources:
     raise ContextError("no sources given; pass the files of recipes/, zoo/, tricks/, launch/")
   lock_name = os.path.basename(lock)

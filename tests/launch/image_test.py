@@ -29,6 +29,7 @@ _LOCKS = {
 }
 _ROOTS = ("launch", "recipes", "tricks", "zoo")
 _OURS = set(_ROOTS)
+_GPU_ONLY = ("LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 
 
 def context_path(flavour):
@@ -69,6 +70,23 @@ def instructions(dockerfile):
       word, _, rest = line.partition(" ")
       out.append((word.upper(), " ".join(rest.split())))
   return out
+
+
+def base_image(files):
+  """The default of the Dockerfile's BASE_IMAGE build argument."""
+  for word, args in instructions(files["Dockerfile"].decode()):
+    if word == "ARG" and args.startswith("BASE_IMAGE="):
+      return args.split("=", 1)[1]
+  return None
+
+
+def environment(files):
+  """{name: value} of the Dockerfile's ENV instructions (NAME=VALUE form, no quotes)."""
+  env = {}
+  for word, args in instructions(files["Dockerfile"].decode()):
+    if word == "ENV":
+      env.update(item.split("=", 1) for item in args.split())
+  return env
 
 
 def top_level_names(data, name):
@@ -137,21 +155,42 @@ class ImageTest(absltest.TestCase):
       with self.subTest(flavour):
         files = members(flavour)[2]
         steps = instructions(files["Dockerfile"].decode())
-        self.assertEqual("FROM", steps[0][0])
-        self.assertRegex(steps[0][1], r"^python:3\.11\.7-slim-bookworm(@sha256:[0-9a-f]{64})?$")
+        self.assertEqual([("ARG", f"BASE_IMAGE={base_image(files)}"), ("FROM", "${BASE_IMAGE}")],
+                         steps[:2])
+        self.assertRegex(base_image(files),
+                         r"^python:3\.11\.7-slim-bookworm(@sha256:[0-9a-f]{64})?$")
         self.assertEqual([job.IMAGE_WORKDIR],
                          [args for word, args in steps if word == "WORKDIR"])
         installs = [args for word, args in steps if word == "RUN" and " pip install " in args]
         self.assertLen(installs, 1)
-        words = installs[0].split()
-        self.assertEqual([job.IMAGE_PYTHON, "-m", "pip", "install"], words[:4])
+        # A virtual environment, first on PATH: `python3` is its interpreter on any base.
+        venv, _, install = installs[0].partition(" && ")
+        self.assertEqual(f"{job.IMAGE_PYTHON} -m venv /opt/venv", venv)
+        self.assertTrue(environment(files)["PATH"].startswith("/opt/venv/bin:"))
+        words = install.split()
+        self.assertEqual([f"/opt/venv/bin/{job.IMAGE_PYTHON}", "-m", "pip", "install"],
+                         words[:4])
         self.assertIn("--require-hashes", words)
         self.assertIn("--no-deps", words)
         installed = words[words.index("-r") + 1]
         self.assertEqual(read_bytes(lock), files[installed], f"{installed} is not {lock}")
         self.assertIn(("COPY", f"{installed} ./"), steps[:steps.index(("RUN", installs[0]))])
 
-  def test_flavours_differ_by_the_lock_alone(self):
+  def test_gpu_flavour_sets_what_the_gpu_hooks_need(self):
+    # The NVIDIA container toolkit's hooks (Docker, enroot under pyxis) act only when
+    # NVIDIA_VISIBLE_DEVICES is set; GKE mounts the driver at /usr/local/nvidia/lib64,
+    # found only through LD_LIBRARY_PATH. Checked in the Dockerfile: no GPU image is
+    # built here (image_real_test builds and inspects the CPU one).
+    gpu = environment(members("gpu")[2])
+    self.assertEqual("all", gpu.get("NVIDIA_VISIBLE_DEVICES"))
+    self.assertEqual({"compute", "utility"},
+                     set(gpu.get("NVIDIA_DRIVER_CAPABILITIES", "").split(",")))
+    self.assertIn("/usr/local/nvidia/lib64", gpu.get("LD_LIBRARY_PATH", "").split(":"))
+    cpu = environment(members("cpu")[2])
+    self.assertNotIn("NVIDIA_VISIBLE_DEVICES", cpu)
+    self.assertEqual({k: v for k, v in gpu.items() if k not in _GPU_ONLY}, cpu)
+
+  def test_flavours_hold_the_same_sources(self):
     cpu, gpu = members("cpu")[2], members("gpu")[2]
     self.assertEqual(sorted(set(cpu) - {"requirements_lock.txt"}),
                      sorted(set(gpu) - {"requirements_gpu_lock.txt"}))
@@ -229,7 +268,7 @@ class ImageTest(absltest.TestCase):
     for flavour, lock in _LOCKS.items():
       with self.subTest(flavour):
         files = members(flavour)[2]
-        base = instructions(files["Dockerfile"].decode())[0][1]
+        base = base_image(files)
         sources = [n for n in files if n.split("/", 1)[0] in _ROOTS]
         context, tag = build_context.build(flavour, lock, base, sources)
         self.assertEqual(read_bytes(context_path(flavour)), context)

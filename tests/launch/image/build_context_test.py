@@ -54,7 +54,7 @@ class BuildContextTest(absltest.TestCase):
       os.chdir(cwd)
     self.assertEqual(sorted(files), ["Dockerfile", "requirements_lock.txt", "zoo/a.py"])
     dockerfile = files["Dockerfile"].decode()
-    self.assertIn("FROM python:3.11.7-slim\n", dockerfile)
+    self.assertIn("ARG BASE_IMAGE=python:3.11.7-slim\nFROM ${BASE_IMAGE}\n", dockerfile)
     self.assertIn("--require-hashes --no-deps -r requirements_lock.txt\n", dockerfile)
     self.assertIn("COPY zoo/ zoo/\n", dockerfile)
 
@@ -67,6 +67,8 @@ class BuildContextTest(absltest.TestCase):
         build_context.archive_name(path)
     with self.assertRaisesRegex(build_context.ContextError, "--flavour='tpu' is not one of"):
       build_context.context_files("tpu", "lock", "base", ["zoo/a.py"])
+    with self.assertRaisesRegex(build_context.ContextError, "--base='a b' is not an image"):
+      build_context.context_files("cpu", "lock", "a b", ["zoo/a.py"])
     with self.assertRaisesRegex(build_context.ContextError, "no sources given"):
       build_context.context_files("cpu", "lock", "base", [])
 
