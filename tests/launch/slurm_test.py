@@ -65,6 +65,25 @@ class SlurmTest(absltest.TestCase):
     self.assertNotIn("--exclusive", found)
     self.assertFalse([d for d in found if d.startswith("--mem")])
 
+  def test_srun_in_a_container(self):
+    job = Job(name="t", recipe="nfnet_long_tail", workers=2, model_dir="/s/runs/t",
+              image="registry/zoo-cpu:1")
+    line = next(l for l in slurm.script(job, slurm.Options(
+        container_mounts="/data:/data")).splitlines() if l.startswith("srun "))
+    self.assertEqual(shlex.split(line)[:6], [
+        "srun", "--kill-on-bad-exit=1", "--distribution=block",
+        "--container-image=registry/zoo-cpu:1",
+        f"--container-workdir={IMAGE_WORKDIR}",
+        "--container-mounts=/s/runs/t:/s/runs/t,/data:/data"])
+
+  def test_the_script_is_valid_bash(self):
+    bash = shutil.which("bash")
+    if bash is None:
+      self.skipTest("no bash here")
+    result = subprocess.run([bash, "-n"], input=slurm.script(JOB, OPTIONS), text=True,
+                            capture_output=True, check=False)
+    self.assertEqual(result.returncode, 0, result.stderr)
+
   def test_bad_options_are_refused(self):
     cases = [
         (Job(name="t", recipe="nfnet_long_tail", model_dir="runs/t"), OPTIONS,
