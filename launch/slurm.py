@@ -156,3 +156,27 @@ def script(job, options):
 
 def steps(job, options):
   return (Step(argv=("sbatch", f"{{dir}}/{SCRIPT}"), files=((SCRIPT, script(job, options)),)),)
+
+
+_JOB_ID = re.compile(r"^\d+$")
+
+
+def check_job_id(job_id):
+  if not _JOB_ID.match(job_id):
+    raise LaunchError(f"--status/--cancel={job_id!r} is not a Slurm job id; give the "
+                      "number sbatch printed (Submitted batch job <id>)")
+
+
+def status_commands(job_id):
+  """The job's state while Slurm keeps it (squeue: pending, running, requeued), then
+  from accounting (sacct, where the cluster keeps it)."""
+  check_job_id(job_id)
+  return (["squeue", f"--jobs={job_id}", "--format=%.10i %.24j %.10T %.10M %.12l %R"],
+          ["sacct", f"--jobs={job_id}", "--format=JobID,JobName,State,ExitCode,Elapsed"])
+
+
+def cancel_command(job_id):
+  """Ends the job for good: Slurm sends SIGTERM (the trainer saves) and SIGKILL after
+  KillWait; the batch shell ends too, so nothing requeues it."""
+  check_job_id(job_id)
+  return ["scancel", job_id]
