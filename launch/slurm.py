@@ -171,7 +171,8 @@ def status_commands(job_id):
   """The job's state while Slurm keeps it (squeue: pending, running, requeued), then
   from accounting (sacct, where the cluster keeps it)."""
   check_job_id(job_id)
-  return (["squeue", f"--jobs={job_id}", "--format=%.10i %.24j %.10T %.10M %.12l %R"],
+  return (["squeue", f"--jobs={job_id}", "--states=all",
+           "--format=%.10i %.24j %.10T %.10M %.12l %R"],
           ["sacct", f"--jobs={job_id}", "--format=JobID,JobName,State,ExitCode,Elapsed"])
 
 

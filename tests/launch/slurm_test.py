@@ -128,6 +128,15 @@ class SlurmTest(absltest.TestCase):
     self.assertIn(f"--model_dir={hostile}", words)
     self.assertIn("--gin_bindings=NAME = '$HOME; `id`'", words)
 
+  def test_status_and_cancel_commands(self):
+    self.assertEqual(slurm.cancel_command("42"), ["scancel", "42"])
+    self.assertEqual([c[:3] for c in slurm.status_commands("42")],
+                     [["squeue", "--jobs=42", "--states=all"],
+                      ["sacct", "--jobs=42", "--format=JobID,JobName,State,ExitCode,Elapsed"]])
+    for bad in ("", "42; scancel -u root", "$(id)", "-1"):
+      with self.assertRaisesRegex(LaunchError, "is not a Slurm job id"):
+        slurm.cancel_command(bad)
+
   def test_submitted_with_sbatch(self):
     (step,) = slurm.steps(JOB, OPTIONS)
     self.assertEqual(step.argv, ("sbatch", "{dir}/job.sbatch"))
