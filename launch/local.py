@@ -157,24 +157,31 @@ def started_at(pid):
 @contextlib.contextmanager
 def recorded(job, processes, out):
   """The launch recorded under its id while it runs; yields the function that writes
-  the record (call it once `processes` have started)."""
+  the record (call it once `processes` have started). A directory that cannot be
+  written costs --status/--cancel only, said in one line, never the run."""
   job_id = str(os.getpid())
-  os.makedirs(jobs_dir(), exist_ok=True)
   path = os.path.join(jobs_dir(), f"{job_id}.json")
 
   def write():
     record = {"name": job.name, "model_dir": job.model_dir, "launcher": int(job_id),
               "started": started_at(os.getpid()), "workers": [p.pid for p in processes]}
-    with open(path + ".tmp", "w") as f:
-      json.dump(record, f)
-    os.replace(path + ".tmp", path)
+    try:
+      os.makedirs(jobs_dir(), exist_ok=True)
+      with open(path + ".tmp", "w") as f:
+        json.dump(record, f)
+      os.replace(path + ".tmp", path)
+    except OSError as e:
+      out.write(f"warning: job {job_id} is not recorded ({e.strerror}: {e.filename}); "
+                "--status and --cancel will not find it (set XDG_CACHE_HOME to a "
+                "writable directory)\n")
+      return
+    out.write(f"job {job_id}: see it with `bazel run //launch -- --backend=local "
+              f"--status={job_id}`, stop it (its workers save) with --cancel={job_id}\n")
 
-  out.write(f"job {job_id}: see it with `bazel run //launch -- --backend=local "
-            f"--status={job_id}`, stop it (its workers save) with --cancel={job_id}\n")
   try:
     yield write
   finally:
-    with contextlib.suppress(FileNotFoundError):
+    with contextlib.suppress(OSError):
       os.remove(path)
 
 

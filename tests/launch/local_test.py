@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from unittest import mock
 
@@ -79,13 +80,18 @@ class LocalTest(tf.test.TestCase):
         cwd=local.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True)
     try:
-      first = run.stdout.readline()
-      job_id = re.match(r"^job (\d+): ", first).group(1)
+      said = ""
+      while not re.search(r"^job \d+: ", said, re.M) and run.poll() is None:
+        said += run.stdout.readline()
+      job_id = re.search(r"^job (\d+): see it with", said, re.M).group(1)
       self.assertEqual(job_id, str(run.pid))
+      rest = []  # read on, so the launcher never blocks on a full pipe
+      reader = threading.Thread(target=lambda: rest.extend(run.stdout), daemon=True)
+      reader.start()
       deadline = time.monotonic() + 300
       while not glob.glob(os.path.join(model_dir, "checkpoints", "ckpt-*.index")):
         if run.poll() is not None or time.monotonic() > deadline:
-          self.fail(f"no checkpoint yet: {run.stdout.read()[-3000:]}")
+          self.fail(f"no checkpoint yet: {''.join(rest)[-3000:]}")
         time.sleep(0.2)
       said = manage(f"--status={job_id}")
       self.assertEqual(said.returncode, 0, said.stderr)
@@ -93,7 +99,9 @@ class LocalTest(tf.test.TestCase):
                     said.stdout)
       said = manage(f"--cancel={job_id}")
       self.assertEqual(said.returncode, 0, said.stderr)
-      self.assertEqual(run.wait(timeout=120), 143, run.stdout.read()[-3000:])
+      run.wait(timeout=120)
+      reader.join(timeout=10)
+      self.assertEqual(run.returncode, 143, "".join(rest)[-3000:])
     finally:
       if run.poll() is None:
         run.kill()
