@@ -79,6 +79,9 @@ def check(job, options):
   if not job.image and not posixpath.isabs(options.workdir):
     raise LaunchError("the slurm backend runs in --image (pyxis) or in --slurm_workdir, "
                       "the workspace's absolute path on the cluster; give one")
+  if job.accelerator and not _NAME.match(job.accelerator):
+    raise LaunchError(f"--accelerator={job.accelerator!r} is not a Slurm GPU type; give "
+                      "the type --gpus-per-task takes, e.g. a100")
   if job.accelerator and not job.accelerators_per_worker:
     raise LaunchError(f"--accelerator={job.accelerator} needs --accelerators_per_worker "
                       ">= 1 (GPUs a task uses)")

@@ -99,6 +99,9 @@ class SlurmTest(absltest.TestCase):
          OPTIONS, "--accelerators_per_worker >= 1"),
         (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t"),
          slurm.Options(workdir="/s/zoo", container_mounts="/d:/d"), "needs --image"),
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t",
+             accelerator="a100\n#SBATCH --uid=0", accelerators_per_worker=1), OPTIONS,
+         "is not a Slurm GPU type"),
     ]
     job = Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t")
     for field, value, message in (
