@@ -11,8 +11,10 @@ import glob
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 from unittest import mock
@@ -45,7 +47,11 @@ class SlurmRealTest(tf.test.TestCase):
     cls.root = os.path.join(os.environ.get("TEST_TMPDIR") or "/tmp",
                             f"slurm-real-{os.getpid()}")
     os.makedirs(cls.root)
-    cls.cluster = slurm_cluster.Cluster(os.path.join(cls.root, "cluster"))
+    # slurmd's sockets live in its spool directory, whose path must be short (a Unix
+    # socket's path has at most 108 bytes; Bazel's TEST_TMPDIR is longer).
+    cluster_dir = tempfile.mkdtemp(prefix="zoo-slurm-", dir="/tmp")
+    cls.addClassCleanup(shutil.rmtree, cluster_dir, ignore_errors=True)
+    cls.cluster = slurm_cluster.Cluster(cluster_dir)
     cls.cluster.__enter__()
     cls.addClassCleanup(cls.cluster.__exit__, None, None, None)
     # `python3` on the job's PATH: this interpreter (the workers' environment).
@@ -99,7 +105,8 @@ class SlurmRealTest(tf.test.TestCase):
       if until(state):
         return state
       time.sleep(1)
-    self.fail(f"job {job_id} still {state} after {timeout} s:\n"
+    shown = self.cluster.run("scontrol", "show", "job", job_id, check=False).stdout
+    self.fail(f"job {job_id} still {state} after {timeout} s:\n{shown}\n"
               f"{self.output(job_id)[-3000:]}")
 
   def checkpoint_after_epoch_one(self):
