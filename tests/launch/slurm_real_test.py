@@ -168,7 +168,15 @@ class SlurmRealTest(tf.test.TestCase):
     self.wait(job_id, lambda s: "requeueing" in self.output(job_id) or s in ENDED,
               timeout=240)
     print(f"requeued at the time limit after {time.monotonic() - started:.0f} s")
-    self.cluster.run("scontrol", "update", f"JobId={job_id}", "TimeLimit=15")
+    # Refused while the job is between runs (completing, being requeued): retried.
+    deadline = time.monotonic() + 60
+    while True:
+      update = self.cluster.run("scontrol", "update", f"JobId={job_id}", "TimeLimit=15",
+                                check=False)
+      if update.returncode == 0:
+        break
+      self.assertLess(time.monotonic(), deadline, update.stderr)
+      time.sleep(1)
     self.wait(job_id, lambda s: s in ENDED)
     self.assert_both_saved_at_one_step_and_resumed(job_id)
     self.assertEqual(self.cluster.jobs().get(job_id), "COMPLETED")
