@@ -168,7 +168,10 @@ class SlurmRealTest(tf.test.TestCase):
     self.wait(job_id, lambda s: "requeueing" in self.output(job_id) or s in ENDED,
               timeout=240)
     print(f"requeued at the time limit after {time.monotonic() - started:.0f} s")
-    # Refused while the job is between runs (completing, being requeued): retried.
+    # Raised once the job runs again (scontrol refuses a job between runs: "Job has
+    # already finished"), well before its own signal (60 s into it at the earliest).
+    self.wait(job_id, lambda s: s == "RUNNING" and "Resumed from" in self.output(job_id),
+              timeout=120)
     deadline = time.monotonic() + 60
     while True:
       update = self.cluster.run("scontrol", "update", f"JobId={job_id}", "TimeLimit=15",
