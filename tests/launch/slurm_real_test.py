@@ -29,7 +29,7 @@ from tests.recipes import cli
 # Three epochs: a stop after the first epoch's checkpoint lands well before the end.
 RECIPE_ARGS = (cli.TINY, *cli.DETERMINISTIC_MODEL, "--gin_bindings=EPOCHS = 3")
 # A run that outlasts a three-minute time limit's signal (60-120 s in).
-LONG = 20
+LONG = 60  # about 2 s an epoch on an idle 2-core machine: 135 s
 STEPS_PER_EPOCH = 8  # the tiny flagship's
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
          "BOOT_FAIL", "DEADLINE", "PREEMPTED")
@@ -181,7 +181,7 @@ class SlurmRealTest(tf.test.TestCase):
       return state in ENDED
 
     self.wait(job_id, raise_limit_when_running_again, timeout=120)
-    self.wait(job_id, lambda s: s in ENDED)
+    self.wait(job_id, lambda s: s in ENDED, timeout=900)
     self.assert_both_saved_at_one_step_and_resumed(job_id)
     self.assertEqual(self.cluster.jobs().get(job_id), "COMPLETED")
     self.assertEqual(cli.metrics(self.model_dir)["num_replicas"], 2)
