@@ -22,7 +22,14 @@ and each backend's options (--helpfull lists them): kubernetes --k8s_kind,
 --k8s_cpu, --k8s_memory, --spot; vertex --project, --region, --spot, --vertex_timeout_hours,
 --service_account, --vertex_tensorboard; tpu_vm --project, --zone, --tpu_name,
 --tpu_create, --spot, --tpu_runtime_version, --tpu_packages; slurm --slurm_partition, --slurm_time,
---slurm_account, --slurm_workdir, --slurm_setup, --slurm_container_mounts.
+--slurm_account, --slurm_workdir, --slurm_setup, --slurm_container_mounts,
+--slurm_tasks_per_node, --slurm_cpus_per_task, --slurm_mem, --slurm_exclusive,
+--slurm_signal_seconds.
+
+    --status=JOB, --cancel=JOB (with --backend=local or slurm): a submitted job's
+                    state, or an end to it (JOB: the id the local launch printed, or
+                    sbatch's job id)
+
 
 Recipe flags (--gin_bindings=..., more --gin_file=...; each --flag=value) follow a
 literal `--`, after the launcher's own: `bazel run //launch -- --backend=vertex
@@ -38,6 +45,7 @@ failing submission command exits with its status.
 
 import dataclasses
 import os
+import subprocess
 import sys
 
 from absl import app
@@ -54,6 +62,7 @@ from launch.job import Job
 from launch.job import LaunchError
 from launch.job import image_line
 from launch.job import new_submission
+from launch.job import Step
 
 EXIT_BAD_INPUT = 2
 BACKENDS = ("local", "kubernetes", "vertex", "tpu_vm", "slurm")
@@ -129,6 +138,19 @@ flags.DEFINE_string("slurm_account", "", "sbatch --account.")
 flags.DEFINE_string("slurm_workdir", "", "The workspace on the cluster (without --image).")
 flags.DEFINE_multi_string("slurm_setup", [], "Shell line run before srun (repeatable).")
 flags.DEFINE_string("slurm_container_mounts", "", "More pyxis --container-mounts.")
+flags.DEFINE_integer("slurm_tasks_per_node", 1, "Workers a node (all on one node: "
+                     "--workers).")
+flags.DEFINE_integer("slurm_cpus_per_task", 8, "sbatch --cpus-per-task.")
+flags.DEFINE_string("slurm_mem", "", "sbatch --mem (a node's), e.g. 64G; default the "
+                    "cluster's.")
+flags.DEFINE_boolean("slurm_exclusive", False, "sbatch --exclusive: whole nodes.")
+flags.DEFINE_integer("slurm_signal_seconds", slurm.SIGNAL_SECONDS, "SIGTERM (save and "
+                     "requeue) this long before --slurm_time.")
+# A submitted job (local and slurm): its state, or an end to it.
+flags.DEFINE_string("status", None, "Print a submitted job's state: the id the launch "
+                    "printed (local) or sbatch's job id (slurm).")
+flags.DEFINE_string("cancel", None, "Stop a submitted job (local: its workers save and "
+                    "exit 143; slurm: scancel).")
 
 
 def split_argv(argv):
@@ -227,15 +249,40 @@ def backend_options():
   return slurm.Options(
       partition=FLAGS.slurm_partition, time=FLAGS.slurm_time,
       account=FLAGS.slurm_account, workdir=FLAGS.slurm_workdir,
-      setup=tuple(FLAGS.slurm_setup), container_mounts=FLAGS.slurm_container_mounts)
+      setup=tuple(FLAGS.slurm_setup), container_mounts=FLAGS.slurm_container_mounts,
+      tasks_per_node=FLAGS.slurm_tasks_per_node, cpus_per_task=FLAGS.slurm_cpus_per_task,
+      mem=FLAGS.slurm_mem, exclusive=FLAGS.slurm_exclusive,
+      signal_seconds=FLAGS.slurm_signal_seconds)
 
 
 BACKEND_STEPS = {"kubernetes": kubernetes.steps, "vertex": vertex.steps,
                  "tpu_vm": tpu_vm.steps, "slurm": slurm.steps}
 
 
+def manage(job_id, cancel):
+  """--status / --cancel of a submitted local or slurm job; the exit status."""
+  if FLAGS.backend == "local":
+    return local.cancel(job_id) if cancel else local.status(job_id)
+  if FLAGS.backend != "slurm":
+    raise LaunchError(f"--status and --cancel are for --backend=local or slurm; for "
+                      f"{FLAGS.backend}, use the commands printed at submission")
+  commands = [slurm.cancel_command(job_id)] if cancel else slurm.status_commands(job_id)
+  submit.check_tools([Step(argv=tuple(commands[0]))])
+  for argv in commands:
+    status = subprocess.run(argv, check=False).returncode
+    if status == 0:
+      return 0
+  return status
+
+
 def launch(recipe_args):
   """Submits (or prints) the job; returns the exit status."""
+  if FLAGS.status is not None or FLAGS.cancel is not None:
+    if FLAGS.status is not None and FLAGS.cancel is not None:
+      raise LaunchError("give one of --status and --cancel")
+    if not FLAGS.backend:
+      raise LaunchError("--status and --cancel need the job's --backend (local or slurm)")
+    return manage(FLAGS.cancel or FLAGS.status, cancel=FLAGS.cancel is not None)
   job = make_job(recipe_args)
   if FLAGS.backend == "local":
     return local.launch(job, dry_run=FLAGS.dry_run)

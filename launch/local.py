@@ -9,16 +9,26 @@ When a worker fails, TensorFlow's coordination service makes the others fail too
 collective with a missing peer errors out); the launcher gives them `GRACE_SECONDS` to
 do so, then stops them, and exits with the first failure's status. Rerunning the same
 command resumes from the chief's last checkpoint.
+
+A running launch is a job with an id (the launcher's process id), recorded with its
+workers' process ids in `jobs_dir()` while it runs: `--status=<id>` says whether it
+runs, `--cancel=<id>` sends its workers SIGTERM (they save a checkpoint and exit 143;
+the same launch rerun resumes). A record whose launcher is gone (killed) is removed.
 """
 
+import contextlib
 import json
 import os
+import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+
+from launch.job import LaunchError
 
 # The workspace root (runfiles root under `bazel run`): where `recipes` is importable.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,14 +81,23 @@ def launch(job, dry_run=False, out=None, python=sys.executable):
   env = dict(os.environ)
   env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
   processes, relays = [], []
-  for index, (config, argv) in enumerate(commands):
-    process = subprocess.Popen(argv, cwd=ROOT, env=dict(env, TF_CONFIG=config),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    prefix = "" if index == 0 else f"[worker {index}] "
-    relay = threading.Thread(target=_relay, args=(process.stdout, prefix, out), daemon=True)
-    relay.start()
-    processes.append(process)
-    relays.append(relay)
+  with recorded(job, processes, out) as record:
+    for index, (config, argv) in enumerate(commands):
+      process = subprocess.Popen(argv, cwd=ROOT, env=dict(env, TF_CONFIG=config),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True)
+      prefix = "" if index == 0 else f"[worker {index}] "
+      relay = threading.Thread(target=_relay, args=(process.stdout, prefix, out),
+                               daemon=True)
+      relay.start()
+      processes.append(process)
+      relays.append(relay)
+    record()
+    return finish(processes, relays, out)
+
+
+def finish(processes, relays, out):
+  """Waits for the workers (see `wait`), then for their output; the exit status."""
   try:
     status = wait(processes, out)
   except KeyboardInterrupt:  # Ctrl-C reached the workers too: they save and exit
@@ -115,3 +134,88 @@ def wait(processes, out):
     failed = next((p for p in processes if p.returncode != 0), None)
   return 0 if failed is None else failed.returncode
 
+
+
+def jobs_dir():
+  """Where running local jobs are recorded: $XDG_CACHE_HOME (or ~/.cache)/model_zoo/
+  local_jobs."""
+  cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                           ".cache")
+  return os.path.join(cache, "model_zoo", "local_jobs")
+
+
+def started_at(pid):
+  """The process's start time (clock ticks since boot, /proc/<pid>/stat), None when it
+  is gone: a process id with its start time names one process, never a reused id."""
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return int(f.read().rsplit(")", 1)[1].split()[19])
+  except (OSError, IndexError, ValueError):
+    return None
+
+
+@contextlib.contextmanager
+def recorded(job, processes, out):
+  """The launch recorded under its id while it runs; yields the function that writes
+  the record (call it once `processes` have started). A directory that cannot be
+  written costs --status/--cancel only, said in one line, never the run."""
+  job_id = str(os.getpid())
+  path = os.path.join(jobs_dir(), f"{job_id}.json")
+
+  def write():
+    record = {"name": job.name, "model_dir": job.model_dir, "launcher": int(job_id),
+              "started": started_at(os.getpid()), "workers": [p.pid for p in processes]}
+    try:
+      os.makedirs(jobs_dir(), exist_ok=True)
+      with open(path + ".tmp", "w") as f:
+        json.dump(record, f)
+      os.replace(path + ".tmp", path)
+    except OSError as e:
+      out.write(f"warning: job {job_id} is not recorded ({e.strerror}: {e.filename}); "
+                "--status and --cancel will not find it (set XDG_CACHE_HOME to a "
+                "writable directory)\n")
+      return
+    out.write(f"job {job_id}: see it with `bazel run //launch -- --backend=local "
+              f"--status={job_id}`, stop it (its workers save) with --cancel={job_id}\n")
+
+  try:
+    yield write
+  finally:
+    with contextlib.suppress(OSError):
+      os.remove(path)
+
+
+def read_record(job_id):
+  """The running job's record; LaunchError when there is none."""
+  path = os.path.join(jobs_dir(), f"{job_id}.json")
+  if not re.match(r"^\d+$", job_id) or not os.path.exists(path):
+    raise LaunchError(f"--status/--cancel={job_id!r}: no local job {job_id} runs here "
+                      f"({jobs_dir()}); give the id its launch printed (job <id>: ...)")
+  with open(path) as f:
+    record = json.load(f)
+  if started_at(record["launcher"]) != record["started"]:
+    os.remove(path)
+    raise LaunchError(f"--status/--cancel={job_id}: local job {job_id} is gone (its "
+                      "launcher was killed); rerun its launch to resume")
+  return record
+
+
+def status(job_id, out=None):
+  out = out or sys.stdout
+  record = read_record(job_id)
+  alive = [pid for pid in record["workers"] if started_at(pid) is not None]
+  out.write(f"job {job_id} ({record['name']}): running, {len(alive)} of "
+            f"{len(record['workers'])} workers alive (pids {' '.join(map(str, alive))}); "
+            f"model_dir {record['model_dir']}\n")
+  return 0
+
+
+def cancel(job_id, out=None):
+  out = out or sys.stdout
+  record = read_record(job_id)
+  for pid in record["workers"]:
+    with contextlib.suppress(ProcessLookupError):
+      os.kill(pid, signal.SIGTERM)
+  out.write(f"job {job_id} ({record['name']}): SIGTERM sent to its workers; they save a "
+            "checkpoint and exit 143 (rerun its launch to resume)\n")
+  return 0

@@ -88,7 +88,8 @@ def _slurm(job, unused_options):
                                       ["sacct", f"--name={name}"]],
                 [["tail", "--follow", f"{name}-JOBID.out"]],
                 [["scancel", f"--name={name}"]], job.model_dir,
-                "JOBID: the number sbatch printed above.")
+                "JOBID: the number sbatch printed above; `bazel run //launch -- "
+                "--backend=slurm --status=JOBID` (or --cancel=JOBID) does the same.")
 
 
 ENGINES = {"kubernetes": _kubernetes, "vertex": _vertex, "tpu_vm": _tpu_vm,

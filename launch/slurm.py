@@ -1,9 +1,13 @@
 """Slurm: an sbatch script, one task a worker, submitted with `sbatch <file>`.
 
-One node and one task a worker (--nodes, --ntasks, --ntasks-per-node=1; its GPUs by
---gpus-per-task=<count> or <type>:<count>), and one `srun` step that starts
-`python3 -m recipes.train --strategy=multi_worker_mirrored --cluster=slurm` in every
-task: the trainer finds its peers through Slurm's environment (SlurmClusterResolver).
+One task a worker, `tasks_per_node` of them a node (1: one node a worker; the
+workers' count: all on one big node or a laptop), each with `cpus_per_task` CPUs, `mem`
+memory a node (the cluster's default when "") and its GPUs (--gpus-per-task=<count> or
+<type>:<count>); `exclusive` takes whole nodes. One `srun --distribution=block` step
+starts `python3 -m recipes.train --strategy=multi_worker_mirrored --cluster=slurm` in
+every task: the trainer finds its peers through Slurm's environment
+(recipes.strategies.slurm_resolver; its ports come from the job id, so two jobs
+sharing a node do not collide).
 With an image the step runs in it (pyxis: --container-image, working directory
 launch.job.IMAGE_WORKDIR, model_dir mounted); without one, in `workdir`, a checkout of
 this workspace on the cluster whose Python environment `setup` lines (e.g.
@@ -11,15 +15,21 @@ this workspace on the cluster whose Python environment `setup` lines (e.g.
 
 model_dir is a path on a filesystem every node shares; a gs:// URL is refused (the
 trainer writes with local file APIs: mount the bucket with gcsfuse on every node and
-give the mounted path). Preemption and time limits: Slurm sends SIGTERM two minutes
-before the time limit (--signal), the trainer saves a checkpoint and exits 143; a
-preempted job is requeued (--requeue) and resumes from model_dir. --kill-on-bad-exit
-ends every worker when one fails (2 bad input, 3 diverged), so a broken run does not
-hang in its collectives.
+give the mounted path). Preemption and time limits: --signal=TERM@<signal_seconds>
+has Slurm send SIGTERM to the step's tasks that long before the time limit (up to 60 s
+earlier: Slurm checks once a minute); the trainer saves a checkpoint and exits 143.
+`--requeue` alone requeues only a preempted job or a failed node, not one that reached
+its time limit; so the batch shell, which runs on (the signal is for the step only),
+sees the step end with 143 and requeues the job itself (`scontrol requeue`): the job
+is pending again under the same id and resumes from model_dir. The same holds for
+`scancel --signal=TERM <job>`; a plain `scancel <job>` ends it for good.
+--kill-on-bad-exit ends every worker when one fails (2 bad input, 3 diverged), so a
+broken run does not hang in its collectives.
 """
 
 import dataclasses
 import posixpath
+import re
 import shlex
 
 from launch.job import IMAGE_WORKDIR
@@ -28,6 +38,12 @@ from launch.job import Step
 
 SCRIPT = "job.sbatch"
 SIGNAL_SECONDS = 120
+EXIT_PREEMPTED = 143  # recipes.errors.EXIT_PREEMPTED: the trainer saved and stopped
+# sbatch's --time and --mem forms (minutes, [D-]HH:MM[:SS], ...; a size with a unit).
+_TIME = re.compile(r"^(\d+-)?\d+(:\d\d){0,2}$")
+_MEM = re.compile(r"^\d+[KMGT]?$")
+# partition and account names: no spaces, no shell syntax.
+_NAME = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,13 +51,20 @@ class Options:
   """partition, time ("HH:MM:SS" or "D-HH:MM:SS"), account: sbatch's (the cluster's
   defaults when ""). workdir: the workspace on the cluster (without an image).
   setup: shell lines run before srun. container_mounts: pyxis --container-mounts
-  beyond model_dir (e.g. the data set: /data:/data)."""
+  beyond model_dir (e.g. the data set: /data:/data). tasks_per_node: workers a node.
+  cpus_per_task, mem (e.g. "64G", a node's; "" the cluster's default), exclusive
+  (whole nodes): what a job holds. signal_seconds: SIGTERM this long before --time."""
   partition: str = ""
   time: str = ""
   account: str = ""
   workdir: str = ""
   setup: tuple = ()
   container_mounts: str = ""
+  tasks_per_node: int = 1
+  cpus_per_task: int = 8
+  mem: str = ""
+  exclusive: bool = False
+  signal_seconds: int = SIGNAL_SECONDS
 
 
 def check(job, options):
@@ -56,17 +79,41 @@ def check(job, options):
   if not job.image and not posixpath.isabs(options.workdir):
     raise LaunchError("the slurm backend runs in --image (pyxis) or in --slurm_workdir, "
                       "the workspace's absolute path on the cluster; give one")
+  if job.accelerator and not _NAME.match(job.accelerator):
+    raise LaunchError(f"--accelerator={job.accelerator!r} is not a Slurm GPU type; give "
+                      "the type --gpus-per-task takes, e.g. a100")
   if job.accelerator and not job.accelerators_per_worker:
     raise LaunchError(f"--accelerator={job.accelerator} needs --accelerators_per_worker "
                       ">= 1 (GPUs a task uses)")
   if options.container_mounts and not job.image:
     raise LaunchError("--slurm_container_mounts needs --image (pyxis mounts into a "
                       "container)")
+  check_resources(options)
+
+
+def whole(value, least):
+  return not isinstance(value, bool) and isinstance(value, int) and value >= least
+
+
+def check_resources(options):
+  """LaunchError unless every sbatch value is one sbatch reads as meant."""
+  for name, least in (("tasks_per_node", 1), ("cpus_per_task", 1), ("signal_seconds", 1)):
+    if not whole(getattr(options, name), least):
+      raise LaunchError(f"--slurm_{name}={getattr(options, name)!r} must be a whole "
+                        f"number >= {least}")
+  patterns = (("time", _TIME, "e.g. 24:00:00, 2-00:00:00 or 90 (minutes)"),
+              ("mem", _MEM, "e.g. 64G or 16000 (MB)"),
+              ("partition", _NAME, "a partition's name"), ("account", _NAME, "an account"))
+  for name, pattern, example in patterns:
+    value = getattr(options, name)
+    if value and not pattern.match(value):
+      raise LaunchError(f"--slurm_{name}={value!r} is not an sbatch --{name}; give "
+                        f"{example}")
 
 
 def srun(job, options):
   """The srun command line."""
-  argv = ["srun", "--kill-on-bad-exit=1"]
+  argv = ["srun", "--kill-on-bad-exit=1", "--distribution=block"]
   if job.image:
     mounts = [f"{job.model_dir}:{job.model_dir}"]
     mounts += [m for m in options.container_mounts.split(",") if m]
@@ -78,8 +125,14 @@ def srun(job, options):
 def script(job, options):
   """The sbatch script's text."""
   check(job, options)
-  directives = [f"--job-name={job.name}", f"--nodes={job.workers}",
-                f"--ntasks={job.workers}", "--ntasks-per-node=1"]
+  per_node = min(options.tasks_per_node, job.workers)
+  directives = [f"--job-name={job.name}", f"--nodes={-(-job.workers // per_node)}",
+                f"--ntasks={job.workers}", f"--ntasks-per-node={per_node}",
+                f"--cpus-per-task={options.cpus_per_task}"]
+  if options.mem:
+    directives.append(f"--mem={options.mem}")
+  if options.exclusive:
+    directives.append("--exclusive")
   if job.accelerators_per_worker:
     gpus = str(job.accelerators_per_worker)
     directives.append(f"--gpus-per-task={job.accelerator + ':' if job.accelerator else ''}"
@@ -88,15 +141,46 @@ def script(job, options):
     if getattr(options, name):
       directives.append(f"--{name}={getattr(options, name)}")
   directives += [f"--output={job.name}-%j.out", "--open-mode=append", "--requeue",
-                 f"--signal=TERM@{SIGNAL_SECONDS}"]
+                 f"--signal=TERM@{options.signal_seconds}"]
   lines = ["#!/bin/bash"] + [f"#SBATCH {d}" for d in directives] + ["set -euo pipefail"]
   if not job.image:
     lines.append(f"cd {shlex.quote(options.workdir)}")
   lines += list(options.setup)
   lines.append(f"mkdir -p {shlex.quote(job.model_dir)}")
-  lines.append(shlex.join(srun(job, options)))
+  lines += [f"{shlex.join(srun(job, options))} && status=0 || status=$?",
+            f"if [ \"$status\" -eq {EXIT_PREEMPTED} ]; then",
+            "  echo \"the step saved and stopped ($status): requeueing job $SLURM_JOB_ID "
+            "to resume\"",
+            "  scontrol requeue \"$SLURM_JOB_ID\"",
+            "fi",
+            "exit \"$status\""]
   return "\n".join(lines) + "\n"
 
 
 def steps(job, options):
   return (Step(argv=("sbatch", f"{{dir}}/{SCRIPT}"), files=((SCRIPT, script(job, options)),)),)
+
+
+_JOB_ID = re.compile(r"^\d+$")
+
+
+def check_job_id(job_id):
+  if not _JOB_ID.match(job_id):
+    raise LaunchError(f"--status/--cancel={job_id!r} is not a Slurm job id; give the "
+                      "number sbatch printed (Submitted batch job <id>)")
+
+
+def status_commands(job_id):
+  """The job's state while Slurm keeps it (squeue: pending, running, requeued), then
+  from accounting (sacct, where the cluster keeps it)."""
+  check_job_id(job_id)
+  return (["squeue", f"--jobs={job_id}", "--states=all",
+           "--format=%.10i %.24j %.10T %.10M %.12l %R"],
+          ["sacct", f"--jobs={job_id}", "--format=JobID,JobName,State,ExitCode,Elapsed"])
+
+
+def cancel_command(job_id):
+  """Ends the job for good: Slurm sends SIGTERM (the trainer saves) and SIGKILL after
+  KillWait; the batch shell ends too, so nothing requeues it."""
+  check_job_id(job_id)
+  return ["scancel", job_id]

@@ -3,6 +3,8 @@
 import os
 
 import tensorflow as tf
+# TensorFlow's Slurm host-list and tasks-a-node expansions (not in its public API).
+from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as slurm_lib
 
 from recipes.errors import ConfigError
 
@@ -33,7 +35,7 @@ def make_strategy(name, tpu="", cpu_replicas=1, cluster="tf_config"):
   (the CPU without; with `cpu_replicas` > 1, over that many logical CPU devices, so a
   machine without GPUs runs the multi-replica code path). multi_worker_mirrored: the
   cluster in TF_CONFIG, or with `cluster="slurm"` the Slurm job step's tasks
-  (SlurmClusterResolver: one worker a task). tpu: `tpu` is the TPU's name or grpc:// address ("local" on a
+  (`slurm_resolver`: one worker a task). tpu: `tpu` is the TPU's name or grpc:// address ("local" on a
   TPU VM).
 
   Call it before anything else runs on the devices: it asks only for physical
@@ -135,18 +137,61 @@ def describe_devices(strategy, gpu_expected=False):
                       gpu_expected=gpu_expected and not physical)
 
 
-def slurm_resolver():
-  """The Slurm job step's tasks as a cluster (one worker a task, task 0 the chief)."""
-  missing = [v for v in ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST")
-             if v not in os.environ]
+# Ports of a Slurm job's workers: a block of PORT_SPAN ports from PORT_LOW on (below
+# Linux's ephemeral range, 32768-60999), chosen by the job id, one port a task on a
+# node. Two jobs sharing a node collide only when their ids differ by a multiple of
+# PORT_SPAN // (tasks a node), e.g. 12000 apart with one task a node.
+PORT_LOW = 20000
+PORT_SPAN = 12000
+
+
+def slurm_port_base(job_id, tasks_per_node):
+  """The first port of job `job_id`'s tasks on a node (task k of a node: base + k)."""
+  slots = PORT_SPAN // tasks_per_node
+  return PORT_LOW + (job_id % slots) * tasks_per_node
+
+
+def slurm_cluster(environ):
+  """(worker addresses in rank order, this task's rank) of the Slurm job step in
+  `environ`: the step's nodes in allocation order (SLURM_STEP_NODELIST, expanded by
+  TensorFlow's own helpers), each running its SLURM_STEP_TASKS_PER_NODE tasks, ranks
+  in blocks (srun --distribution=block, Slurm's default): node 0 runs ranks 0..k-1.
+  TensorFlow's SlurmClusterResolver sorts the host names instead (node10 before
+  node9) and so gives a task another host's address; and on CPU-only nodes it fails
+  (range(0, 0, 0)). Checked against the task's own SLURM_NODEID and SLURM_LOCALID."""
+  missing = [v for v in ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
+                         "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_ID") if v not in environ]
   if missing:
     raise ConfigError(f"--cluster=slurm needs a Slurm job step ({missing[0]} is not set); "
                       "start the workers with srun inside an sbatch job")
-  # Slurm binds each task's GPUs itself (--gpus-per-task); the resolver only places
-  # the workers (its own GPU query runs nvidia-smi, absent on CPU nodes).
-  return tf.distribute.cluster_resolver.SlurmClusterResolver(
-      gpus_per_node=int(os.environ.get("SLURM_GPUS_ON_NODE", "0") or 0),
-      auto_set_gpu=False)
+  hosts = slurm_lib.expand_hostlist(environ["SLURM_STEP_NODELIST"])
+  counts = slurm_lib.expand_tasks_per_node(environ["SLURM_STEP_TASKS_PER_NODE"])
+  rank, total = int(environ["SLURM_PROCID"]), int(environ["SLURM_STEP_NUM_TASKS"])
+  if len(hosts) != len(counts) or sum(counts) != total:
+    raise ConfigError(f"the Slurm step's nodes ({environ['SLURM_STEP_NODELIST']}) and "
+                      f"tasks a node ({environ['SLURM_STEP_TASKS_PER_NODE']}) do not make "
+                      f"its {total} tasks; start the workers with one srun step")
+  base = slurm_port_base(int(environ["SLURM_JOB_ID"]), max(counts))
+  addresses, places = [], []
+  for node, (host, count) in enumerate(zip(hosts, counts)):
+    addresses += [f"{host}:{base + local}" for local in range(count)]
+    places += [(node, local) for local in range(count)]
+  own = (int(environ.get("SLURM_NODEID", places[rank][0])),
+         int(environ.get("SLURM_LOCALID", places[rank][1])))
+  if own != places[rank]:
+    raise ConfigError(f"Slurm task {rank} runs as task {own[1]} of node {own[0]}, not in "
+                      "block order; start the workers with srun --distribution=block")
+  return addresses, rank
+
+
+def slurm_resolver():
+  """The Slurm job step's tasks as a cluster (one worker a task, task 0 the chief).
+  Slurm binds each task's GPUs itself (--gpus-per-task): the worker uses those it sees."""
+  addresses, rank = slurm_cluster(os.environ)
+  return tf.distribute.cluster_resolver.SimpleClusterResolver(
+      tf.train.ClusterSpec({"worker": addresses}), task_type="worker", task_id=rank,
+      num_accelerators={"GPU": len(tf.config.list_physical_devices("GPU"))},
+      rpc_layer="grpc")
 
 
 def is_chief(strategy):

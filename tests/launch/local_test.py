@@ -2,8 +2,14 @@
 flagship (the flagship recipe, then the test-only tiny Gin file as a recipe flag); only
 the chief writes model_dir, and the result is one process's."""
 
+import glob
 import io
 import os
+import re
+import subprocess
+import sys
+import threading
+import time
 from unittest import mock
 
 import tensorflow as tf
@@ -51,6 +57,60 @@ class LocalTest(tf.test.TestCase):
     self.assertEqual(metrics_two["num_test_examples"], metrics_one["num_test_examples"])
     self.assertAllClose(metrics_two["balanced_accuracy"], metrics_one["balanced_accuracy"],
                         atol=0.02)
+
+  def test_status_and_cancel_of_a_running_job(self):
+    """`--status=<id>` of a running launch (the id it printed) says its workers run;
+    `--cancel=<id>` makes them save and exit 143, and the launch ends with 143."""
+    root = self.create_tempdir().full_path
+    model_dir = os.path.join(root, "run")
+    env = cli.environment({"PYTHONPATH": local.ROOT, "XDG_CACHE_HOME": root,
+                           "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+    def launcher(*args):
+      return [sys.executable, "-m", "launch.launch", "--backend=local", *args]
+
+    def manage(*args):
+      return subprocess.run(launcher(*args), cwd=local.ROOT, env=env, text=True,
+                            capture_output=True, check=False, timeout=60)
+
+    run = subprocess.Popen(
+        launcher("--recipe=nfnet_long_tail", "--workers=2", f"--model_dir={model_dir}",
+                 # Long enough to be running still when cancelled.
+                 "--", cli.TINY, *cli.DETERMINISTIC_MODEL, "--gin_bindings=EPOCHS = 100"),
+        cwd=local.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+    try:
+      said = ""
+      while not re.search(r"^job \d+: ", said, re.M) and run.poll() is None:
+        said += run.stdout.readline()
+      job_id = re.search(r"^job (\d+): see it with", said, re.M).group(1)
+      self.assertEqual(job_id, str(run.pid))
+      rest = []  # read on, so the launcher never blocks on a full pipe
+      reader = threading.Thread(target=lambda: rest.extend(run.stdout), daemon=True)
+      reader.start()
+      deadline = time.monotonic() + 300
+      while not glob.glob(os.path.join(model_dir, "checkpoints", "ckpt-*.index")):
+        if run.poll() is not None or time.monotonic() > deadline:
+          self.fail(f"no checkpoint yet: {''.join(rest)[-3000:]}")
+        time.sleep(0.2)
+      said = manage(f"--status={job_id}")
+      self.assertEqual(said.returncode, 0, said.stderr)
+      self.assertIn(f"job {job_id} (nfnet-long-tail): running, 2 of 2 workers alive",
+                    said.stdout)
+      said = manage(f"--cancel={job_id}")
+      self.assertEqual(said.returncode, 0, said.stderr)
+      run.wait(timeout=120)
+      reader.join(timeout=10)
+      self.assertEqual(run.returncode, 143, "".join(rest)[-3000:])
+    finally:
+      if run.poll() is None:
+        run.kill()
+      run.communicate()
+    self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")))
+    for gone in (job_id, "12x"):
+      said = manage(f"--status={gone}")
+      self.assertEqual(said.returncode, 2)
+      self.assertIn(f"no local job {gone} runs here", said.stderr)
 
   def test_dry_run_prints_each_workers_command(self):
     out = io.StringIO()

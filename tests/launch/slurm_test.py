@@ -1,6 +1,7 @@
 """launch/slurm.py: the sbatch script's directives and srun line (on the host, and in
 a pyxis container), its shell syntax, bad options, and the golden file."""
 
+import dataclasses
 import shlex
 import shutil
 import subprocess
@@ -31,7 +32,7 @@ class SlurmTest(absltest.TestCase):
   def test_one_task_a_node_with_its_gpus(self):
     self.assertEqual(directives(slurm.script(JOB, OPTIONS)), [
         "--job-name=nfnet-long-tail", "--nodes=4", "--ntasks=4", "--ntasks-per-node=1",
-        "--gpus-per-task=a100:2", "--partition=gpu", "--time=1-00:00:00", "--account=ml",
+        "--cpus-per-task=8", "--gpus-per-task=a100:2", "--partition=gpu", "--time=1-00:00:00", "--account=ml",
         "--output=nfnet-long-tail-%j.out", "--open-mode=append", "--requeue",
         "--signal=TERM@120"])
     cpu = Job(name="t", recipe="nfnet_long_tail", workers=2, model_dir="/s/t")
@@ -44,15 +45,34 @@ class SlurmTest(absltest.TestCase):
     body = lines[lines.index("set -euo pipefail") + 1:]
     self.assertEqual(body[:3], ["cd /shared/zoo", "source /shared/zoo-venv/bin/activate",
                                 "mkdir -p /shared/runs/nfnet"])
-    self.assertEqual(shlex.split(body[3]), ["srun", "--kill-on-bad-exit=1"] +
+    srun_line = shlex.split(body[3])
+    self.assertEqual(srun_line[:srun_line.index("&&")],
+                     ["srun", "--kill-on-bad-exit=1", "--distribution=block"] +
                      JOB.command(extra=["--cluster=slurm"]))
+
+  def test_tasks_per_node_and_resources(self):
+    """Several workers a node (a laptop, one big node), what each holds, and whole
+    nodes on request."""
+    found = directives(slurm.script(JOB, slurm.Options(
+        workdir="/z", tasks_per_node=2, cpus_per_task=3, mem="64G", exclusive=True,
+        time="90", signal_seconds=300)))
+    for d in ("--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--cpus-per-task=3",
+              "--mem=64G", "--exclusive", "--time=90", "--signal=TERM@300"):
+      self.assertIn(d, found)
+    three = Job(name="t", recipe="nfnet_long_tail", workers=3, model_dir="/s/t")
+    found = directives(slurm.script(three, slurm.Options(workdir="/z", tasks_per_node=8)))
+    self.assertContainsSubset(["--nodes=1", "--ntasks=3", "--ntasks-per-node=3"], found)
+    self.assertNotIn("--exclusive", found)
+    self.assertFalse([d for d in found if d.startswith("--mem")])
 
   def test_srun_in_a_container(self):
     job = Job(name="t", recipe="nfnet_long_tail", workers=2, model_dir="/s/runs/t",
               image="registry/zoo-cpu:1")
-    line = slurm.script(job, slurm.Options(container_mounts="/data:/data")).splitlines()[-1]
-    self.assertEqual(shlex.split(line)[:5], [
-        "srun", "--kill-on-bad-exit=1", "--container-image=registry/zoo-cpu:1",
+    line = next(l for l in slurm.script(job, slurm.Options(
+        container_mounts="/data:/data")).splitlines() if l.startswith("srun "))
+    self.assertEqual(shlex.split(line)[:6], [
+        "srun", "--kill-on-bad-exit=1", "--distribution=block",
+        "--container-image=registry/zoo-cpu:1",
         f"--container-workdir={IMAGE_WORKDIR}",
         "--container-mounts=/s/runs/t:/s/runs/t,/data:/data"])
 
@@ -79,10 +99,46 @@ class SlurmTest(absltest.TestCase):
          OPTIONS, "--accelerators_per_worker >= 1"),
         (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t"),
          slurm.Options(workdir="/s/zoo", container_mounts="/d:/d"), "needs --image"),
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t",
+             accelerator="a100\n#SBATCH --uid=0", accelerators_per_worker=1), OPTIONS,
+         "is not a Slurm GPU type"),
     ]
+    job = Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t")
+    for field, value, message in (
+        ("tasks_per_node", 0, "--slurm_tasks_per_node=0 must be a whole number >= 1"),
+        ("cpus_per_task", True, "--slurm_cpus_per_task=True must be a whole number >= 1"),
+        ("signal_seconds", -5, "--slurm_signal_seconds=-5 must be a whole number >= 1"),
+        ("time", "1:00; rm -rf ~", "--slurm_time='1:00; rm -rf ~' is not an sbatch "
+         "--time; give e.g. 24:00:00"),
+        ("mem", "64G\n#SBATCH --uid=0", "is not an sbatch --mem; give e.g. 64G"),
+        ("partition", "gpu $(id)", "--slurm_partition='gpu \\$\\(id\\)' is not an sbatch "
+         "--partition"),
+        ("account", "ml`id`", "is not an sbatch --account")):
+      cases.append((job, dataclasses.replace(OPTIONS, **{field: value}), message))
     for job, options, message in cases:
       with self.assertRaisesRegex(LaunchError, message):
         slurm.steps(job, options)
+
+  def test_values_reaching_the_shell_stay_words(self):
+    """A model_dir and recipe flag with shell syntax arrive unchanged (bash -x shows
+    the words srun is given)."""
+    hostile = "/s/runs/$(touch pwned) x;'y\"`id`"
+    job = Job(name="t", recipe="nfnet_long_tail", workers=2, model_dir=hostile,
+              recipe_args=("--gin_bindings=NAME = '$HOME; `id`'",))
+    line = next(l for l in slurm.script(job, slurm.Options(workdir="/z")).splitlines()
+                if l.startswith("srun "))
+    words = shlex.split(line)
+    self.assertIn(f"--model_dir={hostile}", words)
+    self.assertIn("--gin_bindings=NAME = '$HOME; `id`'", words)
+
+  def test_status_and_cancel_commands(self):
+    self.assertEqual(slurm.cancel_command("42"), ["scancel", "42"])
+    self.assertEqual([c[:3] for c in slurm.status_commands("42")],
+                     [["squeue", "--jobs=42", "--states=all"],
+                      ["sacct", "--jobs=42", "--format=JobID,JobName,State,ExitCode,Elapsed"]])
+    for bad in ("", "42; scancel -u root", "$(id)", "-1"):
+      with self.assertRaisesRegex(LaunchError, "is not a Slurm job id"):
+        slurm.cancel_command(bad)
 
   def test_submitted_with_sbatch(self):
     (step,) = slurm.steps(JOB, OPTIONS)

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+from unittest import mock
 
 import tensorflow as tf
 
@@ -78,6 +79,72 @@ class StrategiesTest(tf.test.TestCase):
       out, err = worker.communicate(timeout=120)
       self.assertEqual(worker.returncode, 0, err[-2000:])
       self.assertEqual(out.split(), ["2", "3.0"])
+
+
+def slurm_step(**values):
+  """The environment srun gives a task: SLURM_* values (the test process's others
+  left out, so nothing of a real job leaks in)."""
+  env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+  env.update({f"SLURM_{k}": str(v) for k, v in values.items()})
+  return mock.patch.dict(os.environ, env, clear=True)
+
+
+class SlurmResolverTest(tf.test.TestCase):
+  """--cluster=slurm's resolver, given the environment Slurm gives a step's tasks
+  (the real scheduler runs it in tests/launch/slurm_real_test.py)."""
+
+  def resolve(self, **values):
+    with slurm_step(**values):
+      resolver = strategies.slurm_resolver()
+      return resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id
+
+  def test_cpu_only_nodes(self):
+    """No GPUs (SLURM_GPUS_ON_NODE unset): TF's resolver computed range(0, 0, 0)."""
+    spec, task_type, task_id = self.resolve(
+        PROCID=1, STEP_NUM_TASKS=2, STEP_NODELIST="cpu[1-2]", STEP_TASKS_PER_NODE="1(x2)",
+        JOB_ID=7)
+    port = strategies.slurm_port_base(7, 1)
+    self.assertEqual(spec, {"worker": [f"cpu1:{port}", f"cpu2:{port}"]})
+    self.assertEqual((task_type, task_id), ("worker", 1))
+
+  def test_each_rank_gets_the_address_of_its_own_host(self):
+    """Slurm places ranks in allocation order (node9 before node10); sorting the
+    names as strings gave rank 0 node10's address."""
+    for rank, host in ((0, "node9"), (1, "node10")):
+      spec, _, task_id = self.resolve(
+          PROCID=rank, NODEID=rank, LOCALID=0, STEP_NUM_TASKS=2,
+          STEP_NODELIST="node[9-10]", STEP_TASKS_PER_NODE="1(x2)", JOB_ID=5,
+          GPUS_ON_NODE=1)
+      self.assertEqual(task_id, rank)
+      self.assertEqual(spec["worker"][rank].split(":")[0], host)
+
+  def test_tasks_a_node_in_blocks_with_ports_of_their_own(self):
+    spec, _, task_id = self.resolve(
+        PROCID=3, NODEID=1, LOCALID=0, STEP_NUM_TASKS=5, STEP_NODELIST="a,b",
+        STEP_TASKS_PER_NODE="3,2", JOB_ID=9)
+    base = strategies.slurm_port_base(9, 3)
+    self.assertEqual(spec["worker"], [f"a:{base}", f"a:{base + 1}", f"a:{base + 2}",
+                                      f"b:{base}", f"b:{base + 1}"])
+    self.assertEqual(task_id, 3)
+
+  def test_two_jobs_on_one_node_use_different_ports(self):
+    """A fixed port (TF's 8888) made a second job on the node fail to start."""
+    ports = set()
+    for job_id in (41, 42, 41 + 12000 // 2 - 1):
+      spec, _, _ = self.resolve(PROCID=0, STEP_NUM_TASKS=2, STEP_NODELIST="vm",
+                                STEP_TASKS_PER_NODE="2", JOB_ID=job_id, GPUS_ON_NODE=2)
+      ports.update(spec["worker"])
+    self.assertLen(ports, 6)
+    for address in ports:
+      self.assertBetween(int(address.split(":")[1]), strategies.PORT_LOW,
+                         strategies.PORT_LOW + strategies.PORT_SPAN - 1)
+
+  def test_tasks_out_of_block_order_are_refused(self):
+    with self.assertRaisesRegex(ConfigError, r"Slurm task 1 runs as task 0 of node 1, not "
+                                "in block order; start the workers with srun "
+                                "--distribution=block"):
+      self.resolve(PROCID=1, NODEID=1, LOCALID=0, STEP_NUM_TASKS=4, STEP_NODELIST="a,b",
+                   STEP_TASKS_PER_NODE="2(x2)", JOB_ID=1)
 
 
 if __name__ == "__main__":
