@@ -34,6 +34,7 @@ import shlex
 
 from launch.job import IMAGE_WORKDIR
 from launch.job import LaunchError
+from launch.job import parse_image
 from launch.job import Step
 
 SCRIPT = "job.sbatch"
@@ -111,13 +112,29 @@ def check_resources(options):
                         f"{example}")
 
 
+def enroot_image(image):
+  """`image` as pyxis's --container-image takes it: enroot's URI form
+  [REGISTRY#]IMAGE[:TAG] (enroot's `import` usage). Before enroot 4.0 a plain
+  REGISTRY/IMAGE is read as a Docker Hub path, so us-docker.pkg.dev/p/r/zoo:1 would be
+  pulled from Docker Hub; the '#' names the registry in every version. As Docker's
+  reference rule, the first component is a registry when it has a '.' or a ':' or is
+  'localhost'."""
+  reference = parse_image(image)
+  first, _, rest = reference.name.partition("/")
+  name = reference.name
+  if rest and ("." in first or ":" in first or first == "localhost"):
+    name = f"{first}#{rest}"
+  return name + (f":{reference.tag}" if reference.tag else "") + (
+      f"@{reference.digest}" if reference.digest else "")
+
+
 def srun(job, options):
   """The srun command line."""
   argv = ["srun", "--kill-on-bad-exit=1", "--distribution=block"]
   if job.image:
     mounts = [f"{job.model_dir}:{job.model_dir}"]
     mounts += [m for m in options.container_mounts.split(",") if m]
-    argv += [f"--container-image={job.image}", f"--container-workdir={IMAGE_WORKDIR}",
+    argv += [f"--container-image={enroot_image(job.image)}", f"--container-workdir={IMAGE_WORKDIR}",
              f"--container-mounts={','.join(mounts)}"]
   return argv + job.command(extra=["--cluster=slurm"])
 

@@ -76,6 +76,21 @@ class SlurmTest(absltest.TestCase):
         f"--container-workdir={IMAGE_WORKDIR}",
         "--container-mounts=/s/runs/t:/s/runs/t,/data:/data"])
 
+  def test_registry_named_for_enroot(self):
+    # enroot before 4.0 pulls REGISTRY/IMAGE from Docker Hub; REGISTRY#IMAGE names it.
+    for given, expected in [
+        ("us-docker.pkg.dev/p/zoo/zoo-cpu:1", "us-docker.pkg.dev#p/zoo/zoo-cpu:1"),
+        ("localhost:5000/zoo@sha256:" + "a" * 64, "localhost:5000#zoo@sha256:" + "a" * 64),
+        ("localhost/zoo", "localhost#zoo"),
+        ("nvcr.io/nvidia/tensorflow:24.01-tf2-py3", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"),
+        ("registry/zoo-cpu:1", "registry/zoo-cpu:1"),  # Docker Hub's registry/zoo-cpu
+        ("zoo-cpu", "zoo-cpu")]:
+      with self.subTest(given):
+        job = Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t", image=given)
+        srun = next(l for l in slurm.script(job, slurm.Options()).splitlines()
+                    if l.startswith("srun "))
+        self.assertIn(f"--container-image={expected}", shlex.split(srun))
+
   def test_the_script_is_valid_bash(self):
     bash = shutil.which("bash")
     if bash is None:
