@@ -207,10 +207,12 @@ def versus(table, method, baseline=BASELINE, key="balanced_accuracy"):
 
 def render(table, seeds, title="Long-tailed recognition"):
   lines = [f"{title}, seeds {', '.join(seeds)}: test accuracy, mean ± std over seeds",
-           "| method | balanced | many-shot | medium-shot | few-shot | balanced vs "
-           "cross-entropy |", "|---|---|---|---|---|---|"]
+           "| method | seeds | balanced | many-shot | medium-shot | few-shot | balanced vs "
+           "cross-entropy |", "|---|---|---|---|---|---|---|"]
   for method, row in table.items():
-    cells = [f"{row[k][0]:.3f} ± {row[k][1]:.3f}" for k in METRICS]
+    runs = len(row["balanced_accuracy"][2])  # a row may have fewer runs than --seeds
+    cells = [str(runs)] + [f"{row[k][0]:.3f}" + (f" ± {row[k][1]:.3f}" if runs > 1 else "")
+                           for k in METRICS]
     if method == BASELINE or BASELINE not in table:
       compared = "(baseline)"
     else:

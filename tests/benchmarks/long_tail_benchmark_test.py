@@ -92,9 +92,10 @@ class LongTailBenchmarkTest(tf.test.TestCase):
     self.assertEqual(bench.versus(table, "focal")[2], "within noise")
     one = bench.summarise({k: v[:1] for k, v in runs.items()})
     self.assertEqual(bench.versus(one, "LDAM-DRW")[2], "one seed: no noise estimate")
-    self.assertIn("| +0.100: one seed: no noise estimate |", bench.render(one, ["0"]))
+    self.assertIn("| LDAM-DRW | 1 | 0.800 | 1.000 | 0.500 | 0.200 | +0.100: one seed: no "
+                  "noise estimate |", bench.render(one, ["0"]))
     text = bench.render(table, ["0", "1", "2"])
-    self.assertIn("| LDAM-DRW | 0.810 ± 0.010 |", text)
+    self.assertIn("| LDAM-DRW | 3 | 0.810 ± 0.010 |", text)
     self.assertIn("+0.090 (± 0.013): ahead |", text)
 
 
