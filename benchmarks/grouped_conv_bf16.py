@@ -99,7 +99,8 @@ def sweep(calls):
   """Runs in the child: counts wrong calls per op and case; the smallest case's taps."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   report = {"tensorflow": tf.__version__,
-            "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS"), "ops": {}}
+            "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS"), "calls": calls,
+            "ops": {}}
   for op in OPS:
     report["ops"][op] = {"cases": 0, "unsupported": 0, "wrong": [], "wrong_calls": 0,
                          "calls": 0}
@@ -156,7 +157,7 @@ def print_report(report):
     for case, count, _ in wrong[:4]:
       (h, w), (sh, sw), k, padding, groups = case
       print(f"    e.g. input {h}x{w}, strides {sh}x{sw}, {k}x{k} {padding}, "
-            f"groups {groups}: {count} of {stats['calls'] // max(1, stats['cases'] - stats['unsupported'])} calls wrong")
+            f"groups {groups}: {count} of {report['calls']} calls wrong")
   print("  Conv2DBackpropFilter, 2x1x1x8 input, 3x3 kernel, stride 2, SAME: max |dW| "
         "per tap (rows: kernel height)")
   for name, taps in report["taps"].items():

@@ -173,8 +173,8 @@ class NfnetTest(tf.test.TestCase, parameterized.TestCase):
 
     fast, xla = tf.function(grads), tf.function(grads)
     x, y = tf.zeros([2, 16, 16, 3]), tf.constant([0, 1])
-    with mock.patch.object(grouped_conv, "kernel_for",
-                           lambda groups, dtype="float32": "xla" if groups > 1 else "native"):
+    tf_keras_path = lambda groups, dtype="float32": "xla" if groups > 1 else "native"
+    with mock.patch.object(grouped_conv, "kernel_for", tf_keras_path):
       xla.get_concrete_function(x, y)
     graph = fast.get_concrete_function(x, y).graph
     self.assertFalse(any(op.node_def.attr["_XlaMustCompile"].b
