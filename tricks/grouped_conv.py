@@ -19,16 +19,21 @@ numbers up to float summation order:
   grouped convolution is 10-60x slower than either (forward and backward on a 2-core
   CPU, 2026-11-23: 463 ms against 71 ms for 8x32x32x256 at 2 groups; 795 ms against
   27 ms for 8x8x8x1536 at 12).
-- "xla": tf_keras's own path, a nested `tf.function(jit_compile=True)`: slow on CPU,
-  and the kernel for bfloat16 and float16 there, where "native" and "split" give
-  non-finite NFNet-nano gradients in bfloat16 (25-58 of 60 fresh steps, against 0 of 60
-  through "xla"; 2026-11-23).
+- "xla": tf_keras's own path, a nested `tf.function(jit_compile=True)`: slow on CPU;
+  the kernel for float16 there (no native grouped gradient).
 
 tf_keras's `Conv2D` sends every `groups > 1` convolution through "xla"; `GroupedConv2D`
 is that layer choosing the kernel when it is traced (`kernel_for`): "native" on GPU and
-TPU; on CPU, in float32, "native" where oneDNN differentiates it and "split" where it
-does not or inside an XLA function; in bfloat16 and float16, "xla" (inside an XLA
-function, "native").
+TPU; on CPU, in float32 and bfloat16, "native" where oneDNN differentiates it and
+"split" where it does not or (float32) inside an XLA function; in float16, "xla".
+
+oneDNN's bfloat16 filter gradient on CPU (`jit_bf16:avx512_core_bf16` backward_weights,
+oneDNN 3.7.3 in TensorFlow 2.20) leaves the filter taps that see only padding unwritten
+when the input is narrower than the stride (SAME padding, input width < stride width,
+kernel wider than 1): TensorFlow hands back an uninitialised buffer there, often
+non-finite, whether the convolution is grouped or not. `benchmarks/grouped_conv_bf16.py`
+reproduces it. Such a convolution (only the last stages of tiny inputs, e.g. NFNet-nano
+at 16px) runs in float32 here, cast in and out (`bfloat16_filter_gradient_unsafe`).
 """
 
 import functools
@@ -72,15 +77,27 @@ def kernel_for(groups, dtype="float32"):
   "split" or "xla"."""
   if groups == 1 or any(tf.config.list_physical_devices(d) for d in ("GPU", "TPU")):
     return "native"  # cuDNN's, or XLA's on TPU (feature groups are native there)
-  float32 = tf.as_dtype(dtype) == tf.float32
+  dtype = tf.as_dtype(dtype)
   if in_xla_context():
-    return "split" if float32 else "native"
-  if not float32:
-    # bfloat16 / float16 on CPU: tf_keras's own path (a nested XLA function). Native
-    # and split both give non-finite NFNet-nano gradients in bfloat16 (25-58 of 60
-    # fresh steps, against 0 of 60 through XLA); float16 has no native gradient.
-    return "xla"
-  return "native" if native_cpu_gradients() else "split"
+    return "split" if dtype == tf.float32 else "native"
+  if dtype == tf.float16:
+    return "xla"  # TensorFlow's CPU kernels have no grouped float16 gradient
+  return "native" if native_cpu_gradients(dtype.name) else "split"
+
+
+def bfloat16_filter_gradient_unsafe(input_shape, strides, data_format="NHWC"):
+  """Whether oneDNN's bfloat16 filter gradient may return garbage for a convolution of
+  `input_shape` (static, batch first) at `strides`: some spatial input size below its
+  stride, or unknown (the fault, seen in the width, is checked in both dimensions)."""
+  input_shape = tf.TensorShape(input_shape)
+  if input_shape.rank is None:
+    return True
+  spatial = input_shape[1:-1] if data_format.endswith("C") else input_shape[2:]
+  rank = len(spatial)
+  strides = [strides] * rank if isinstance(strides, int) else list(strides)
+  if len(strides) == rank + 2:
+    strides = strides[1:-1] if data_format.endswith("C") else strides[2:]
+  return any(size is None or size < stride for size, stride in zip(spatial, strides))
 
 
 def grouped_conv2d(inputs, kernel, groups, strides=1, padding="SAME", dilations=1,
@@ -91,6 +108,13 @@ def grouped_conv2d(inputs, kernel, groups, strides=1, padding="SAME", dilations=
   method = method or kernel_for(groups, inputs.dtype)
   if method not in KERNELS:
     raise ValueError(f"grouped_conv2d method={method!r}: use one of {KERNELS} or None")
+  if (inputs.dtype == tf.bfloat16 and method != "xla" and not in_xla_context()
+      and not any(tf.config.list_physical_devices(d) for d in ("GPU", "TPU"))
+      and bfloat16_filter_gradient_unsafe(inputs.shape, strides, data_format)):
+    # oneDNN's bfloat16 filter gradient is wrong here (module docstring): float32.
+    outputs = grouped_conv2d(tf.cast(inputs, tf.float32), tf.cast(kernel, tf.float32),
+                             groups, strides, padding, dilations, data_format, method)
+    return tf.cast(outputs, tf.bfloat16)
   conv = functools.partial(tf.nn.convolution, strides=strides, padding=padding,
                            dilations=dilations, data_format=data_format)
   if groups == 1 or method == "native":

@@ -26,35 +26,42 @@ class WsConvTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(got.numpy().mean(axis=(0, 1, 2)), np.zeros(5), atol=1e-6)
     self.assertAllClose(got.numpy().var(axis=(0, 1, 2)), gain ** 2 / 36, rtol=1e-4)
 
-  def test_gradient_equals_automatic_differentiation_of_the_formula(self):
-    """The written-out backward pass against TensorFlow differentiating eq. (2), with
-    a constant output unit (N var = 0 < eps: the floor is active) among normal ones."""
+  @parameterized.parameters("float32", "bfloat16")
+  def test_gradient_equals_automatic_differentiation_of_the_formula(self, dtype):
+    """The written-out backward pass against TensorFlow differentiating eq. (2) in
+    float32 (on the same bfloat16-rounded numbers for a bfloat16 kernel, as mixed
+    precision reads it), with a constant output unit (N var = 0 < eps: the floor is
+    active) among normal ones."""
     rng = np.random.default_rng(1)
     kernel = rng.normal(0.3, 0.5, size=(3, 3, 6, 5)).astype(np.float32)
-    kernel[..., 2] = 0.7
-    kernel = tf.constant(kernel)
+    kernel[..., 2] = 0.75
+    kernel = tf.cast(tf.cast(kernel, dtype), tf.float32)
     gain = tf.constant(rng.uniform(0.5, 2.0, size=(5,)).astype(np.float32))
-    upstream = tf.constant(rng.normal(size=(3, 3, 6, 5)).astype(np.float32))
+    upstream = tf.cast(tf.cast(rng.normal(size=(3, 3, 6, 5)), dtype), tf.float32)
+    tol = 1e-4 if dtype == "float32" else 1e-2
 
     def formula(w, g, eps=1e-4):
       mean = tf.reduce_mean(w, axis=[0, 1, 2], keepdims=True)
       var = tf.reduce_mean(tf.square(w - mean), axis=[0, 1, 2], keepdims=True)
       return g * (w - mean) / tf.sqrt(tf.maximum(54.0 * var, eps))
 
+    def ours(w, g):
+      return tf.cast(ws_conv.standardize_kernel(tf.cast(w, dtype), g), tf.float32)
+
     grads = []
-    for fn in (ws_conv.standardize_kernel, formula):
+    for fn in (ours, formula):
       with tf.GradientTape() as tape:
         tape.watch([kernel, gain])
         loss = tf.reduce_sum(fn(kernel, gain) * upstream)
       grads.append(tape.gradient(loss, [kernel, gain]))
     (got_w, got_g), (want_w, want_g) = grads
-    self.assertAllClose(got_w, want_w, rtol=1e-4, atol=1e-5)
-    self.assertAllClose(got_g, want_g, rtol=1e-4, atol=1e-5)
+    self.assertAllClose(got_w, want_w, rtol=tol, atol=tol * 0.1)
+    self.assertAllClose(got_g, want_g, rtol=tol, atol=tol * 0.1)
     # The floored unit: the scale is constant, so dW = s (dY - mean(dY)).
     scale = gain[2] / np.sqrt(1e-4)
     self.assertAllClose(got_w[..., 2], scale * (upstream[..., 2]
                                                 - tf.reduce_mean(upstream[..., 2])),
-                        rtol=1e-4, atol=1e-3)
+                        rtol=tol, atol=1e-3)
 
   @parameterized.parameters(
       dict(groups=1, strides=1, dtype="float32"),
