@@ -362,7 +362,8 @@ def check_flags():
     raise app.UsageError(f"--timm_python runs timm on the CPU; drop it with "
                          f"--device={FLAGS.device}")
   if FLAGS.timm_python and not FLAGS.timm_settings:
-    raise app.UsageError("--timm_settings is empty; choose from " + ", ".join(TIMM_SETTINGS))
+    raise app.UsageError("--timm_settings is empty; choose from "
+                         + ", ".join(TIMM_SETTINGS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -418,9 +419,10 @@ def print_training(rows, variants, yardstick):
       fraction = v[name].get("fraction_of_peak")
       line += (f"{v[name]['images_per_second']:>15.1f}"
                + (f"{fraction:>7.1%}" if fraction is not None else f"{'-':>7}"))
-    print(line + f"{max(x['noise'] for x in v.values()):>7.1%}")
-  print(f"(peak: training FLOP/s, 3 x the forward pass's, as a fraction of "
-        f"{yardstick.label if yardstick else 'an unknown peak: add the device to device_peaks.PEAKS'})")
+    print(line + f"{max(v[name]['noise'] for name in variants):>7.1%}")
+  label = (yardstick.label if yardstick
+           else "an unknown peak: add the device to device_peaks.PEAKS")
+  print(f"(peak: training FLOP/s, 3 x the forward pass's, as a fraction of {label})")
 
 
 def print_peers(rows):
@@ -431,16 +433,17 @@ def print_peers(rows):
   print(f"\nours / timm, training step in float32 (per-round ratios: median and 95% "
         f"bootstrap interval over rounds):")
   print(f"{'model':<14}{'ours img/s':>16}  {'timm setting':<24}{'img/s':>8}  "
-        f"{'ours/timm':<22}verdict")
+        f"{'ours/timm':<26}verdict")
   for row in rows:
     v, peers = row["variants"], row["peers"]
-    ours = f"{peers['ours']} {v[peers['ours']]['images_per_second']:.1f}" if peers else "-"
+    ours = (f"{peers['ours']} {v[peers['ours']]['images_per_second']:.1f}" if peers
+            else "-")
     first = f"{row['model']:<14}{ours:>16}  "
     for name, ratio in (peers["ratios"] if peers else {}).items():
       best = " (best)" if name == peers["timm_best"] else ""
       interval = f"{ratio['ratio']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]"
       print(f"{first}{name + best:<24}{v[name]['images_per_second']:>8.1f}  "
-            f"{interval:<22}{ratio['verdict']}")
+            f"{interval:<26}{ratio['verdict']}")
       first = " " * 32
     for name, why in row["timm_skipped"].items():
       print(f"{first}{name:<24}skipped: {why}")

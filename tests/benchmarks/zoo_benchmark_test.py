@@ -107,7 +107,8 @@ class ZooBenchmarkTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLessEqual(ratio["low"], ratio["ratio"])
     self.assertLessEqual(ratio["ratio"], ratio["high"])
     text = printed.getvalue()
-    self.assertIn(f"{ratio['ratio']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]", text)
+    self.assertIn(f"{ratio['ratio']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]",
+                  text)
     self.assertIn(ratio["verdict"], text)
     self.assertIn("timm_compile", text)
     self.assertIn("skipped: CppCompileError", text)
