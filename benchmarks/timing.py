@@ -93,6 +93,12 @@ def interleave(runs, rounds):
   return times
 
 
+# Below this many rounds even the whole range of the per-round ratios holds their
+# median with less than 95% confidence (the sign test: 1 - 2 x 0.5^n, 93.75% at n = 5),
+# and a bootstrap interval over so few is too narrow to trust.
+MIN_ROUNDS_FOR_VERDICT = 6
+
+
 @dataclasses.dataclass(frozen=True)
 class RatioInterval:
   """How many times faster "ours" is than a peer: the median of the per-round ratios
@@ -107,7 +113,9 @@ class RatioInterval:
 
   @property
   def verdict(self):
-    """Ahead or behind only where the interval leaves 1.0 out."""
+    """Ahead or behind only where the interval leaves out 1.0, from enough rounds."""
+    if self.rounds < MIN_ROUNDS_FOR_VERDICT:
+      return f"no verdict (fewer than {MIN_ROUNDS_FOR_VERDICT} rounds)"
     if self.low > 1.0:
       return "ahead"
     if self.high < 1.0:

@@ -26,7 +26,7 @@ In one process:
   `ours / timm` is the speed ratio of our faster float32 variant over each: the median
   of the per-round ratios and a 95% percentile-bootstrap interval over rounds
   (`timing.ratio_interval`); "ahead" or "behind" only where the interval leaves out
-  1.0, else parity.
+  1.0 (and from at least 6 rounds), else parity.
 - Inference: the SavedModel that `zoo.export` writes (JPEG bytes in, preprocessing and
   model inside) at batch 1 and 32, images a second, for `--inference_models`, with
   random 320 x 320 JPEGs, at each model's test resolution.
@@ -450,7 +450,7 @@ def print_peers(rows):
       first = " " * 32
   versions = sorted({r["timm_version"] for r in rows if r["timm_version"]})
   print(f"(timm: {'; '.join(versions)}; ahead or behind only where the interval "
-        "leaves out 1.0)")
+        f"leaves out 1.0, from {timing.MIN_ROUNDS_FOR_VERDICT} rounds or more)")
 
 
 def find_accelerator(kind):

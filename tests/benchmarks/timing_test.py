@@ -26,20 +26,28 @@ class TimingTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual((interval.smallest, interval.largest, interval.rounds),
                      (0.9, 1.1, 2))
 
+  def test_three_rounds_interval(self):
+    """Per-round ratios 1.0, 1.2, 1.5: each extreme is the resampled median in 7/27 of
+    draws (two or three of the three draws on it), beyond the 2.5% tails."""
+    interval = timing.ratio_interval([2.0, 2.0, 2.0], [2.0, 2.4, 3.0])
+    self.assertAllClose([interval.ratio, interval.low, interval.high], [1.2, 1.0, 1.5])
+    self.assertEqual(interval.verdict, "no verdict (fewer than 6 rounds)")
+
   @parameterized.parameters(
-      # ours, theirs: per-round ratios 1.0, 1.2, 1.5 (each extreme is the resampled
-      # median in 7/27 of draws, beyond the 2.5% tails): parity.
-      ([2.0, 2.0, 2.0], [2.0, 2.4, 3.0], 1.2, 1.0, 1.5, "parity (interval includes 1.0)"),
-      ([1.0, 1.0, 1.0], [1.1, 1.2, 1.3], 1.2, 1.1, 1.3, "ahead"),
-      ([1.0, 1.0, 1.0], [0.8, 0.9, 0.7], 0.8, 0.7, 0.9, "behind"))
-  def test_interval_and_verdict(self, ours, theirs, ratio, low, high, verdict):
-    interval = timing.ratio_interval(ours, theirs)
-    self.assertAllClose([interval.ratio, interval.low, interval.high], [ratio, low, high])
+      # Six rounds (the fewest with a verdict); the resampled median lies between the
+      # third and fourth smallest ratios of a draw.
+      ([1.1, 1.1, 1.2, 1.2, 1.3, 1.3], "ahead"),  # every median >= 1.1
+      ([0.7, 0.7, 0.8, 0.8, 0.9, 0.9], "behind"),  # every median <= 0.9
+      # A median below 1.0 needs four of six draws on 0.9: P = 0.089 > 2.5%; above 1.0
+      # likewise: the interval holds 1.0.
+      ([0.9, 0.9, 1.0, 1.1, 1.2, 1.2], "parity (interval includes 1.0)"))
+  def test_verdict_from_the_interval(self, ratios, verdict):
+    interval = timing.ratio_interval([1.0] * 6, ratios)
     self.assertEqual(interval.verdict, verdict)
     self.assertEqual(interval.as_dict()["verdict"], verdict)
 
   def test_printed_form(self):
-    self.assertEqual(str(timing.ratio_interval([1.0, 1.0, 1.0], [1.1, 1.2, 1.3])),
+    self.assertEqual(str(timing.ratio_interval([1.0] * 3, [1.1, 1.2, 1.3])),
                      "1.20x [1.10, 1.30]")
 
   def test_identical_rounds_have_no_width(self):
