@@ -288,8 +288,8 @@ def summary(rates, accelerator_rate):
 
 
 def print_table(rows):
-  print(f"\n{'pipeline':<20}{'kind':<13}{'threads':>7}{'img/s':>9}{'noise':>7}"
-        f"{'cores/GPU':>10}  {'ours/torchvision':<22}{'ours/decode+crop':<22}")
+  print(f"\n{'pipeline':<24}{'kind':<13}{'threads':>7}{'img/s':>9}{'noise':>7}"
+        f"{'cores/GPU':>10}  {'ours/torchvision':<24}{'ours/decode+crop':<22}")
   for row in rows:
     cells = []
     for key in ("over_torchvision", "over_decode_and_crop"):
@@ -297,9 +297,9 @@ def print_table(rows):
       cells.append(f"{ratio['median']:.2f} ({ratio['low']:.2f}-{ratio['high']:.2f})"
                    f"{' ahead' if key == 'over_torchvision' and ratio['ahead'] else ''}"
                    if ratio else "-")
-    print(f"{row['pipeline']:<20}{row['kind']:<13}{row['threads']:>7}"
+    print(f"{row['pipeline']:<24}{row['kind']:<13}{row['threads']:>7}"
           f"{row['images_per_second']:>9.1f}{row['noise']:>7.0%}"
-          f"{row['cores_to_feed_accelerator']:>10.1f}  {cells[0]:<22}{cells[1]:<22}")
+          f"{row['cores_to_feed_accelerator']:>10.1f}  {cells[0]:<24}{cells[1]:<22}")
 
 
 def check_flags():
