@@ -151,16 +151,16 @@ def limit_dataset(name, paths, crop_settings):
   """The decode limit: every file decoded whole, or only a random resized crop's box
   (the same draw as the training pipeline's); unbatched (the sizes differ)."""
 
-  def decode(encoded):
-    return tf.shape(tf.io.decode_jpeg(encoded, channels=3))
+  def decode(encoded):  # a pixel of the result: a decode nothing reads is pruned
+    return tf.io.decode_jpeg(encoded, channels=3)[0, 0]
 
   def decode_and_crop(position, encoded):
     seed = tf.random.experimental.stateless_fold_in(tf.constant([0, 0], tf.int64), position)
     crop = augment.decode_and_crop(crop_settings, encoded, seed)
     if name == "decode_and_crop_resize":
       size = crop_settings.image_size
-      return tf.image.resize(crop, [size, size], antialias=True)[0, 0]  # not pruned
-    return tf.shape(crop)
+      return tf.image.resize(crop, [size, size], antialias=True)[0, 0]
+    return tf.cast(crop[0, 0], tf.float32)
 
   ds = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=0).map(
       tf.io.read_file, num_parallel_calls=tf.data.AUTOTUNE)
