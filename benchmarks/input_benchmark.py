@@ -16,7 +16,8 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`:
   `train` (random resized crop to 224, area 0.08-1, flip), `train_randaugment` (+
   RandAugment 2 x 9), `train_kang` (+ colour jitter 0.4, Kang et al. 2020's ImageNet-LT
   recipe), `eval` (centred 0.875 crop, resize to 224); ImageNet mean / std; nothing
-  cached (one epoch's cost).
+  cached (one epoch's cost). `train_decode_whole`: `train` decoding each whole JPEG
+  before cropping it (the pipeline before its fused decode-and-crop).
 - torchvision (`--torch_python`, benchmarks/peer_torchvision.py): `ImageFolder` +
   `DataLoader` with the same transforms and PIL's decoder.
 - the limit: `decode` (`tf.io.decode_jpeg` of the whole file) and `decode_and_crop`
@@ -62,6 +63,8 @@ PUBLISHED = ("NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch), 1x A100 80GB
              "precision: 2470 img/s (PyTorch/Classification/ConvNets/resnet50v1.5/README.md,"
              " 'Training performance: NVIDIA DGX A100 (8x A100 80GB)')")
 OURS = ("train", "train_randaugment", "train_kang", "eval")
+# `train` as it was before the fused decode: every JPEG decoded whole, then cropped.
+WHOLE = "train_decode_whole"
 LIMITS = ("decode", "decode_and_crop", "decode_and_crop_resize")
 PEER = "torchvision"
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -76,7 +79,8 @@ flags.DEFINE_integer("batch_size", 128, "images a batch")
 flags.DEFINE_integer("batches", 8, "timed batches a measurement")
 flags.DEFINE_integer("rounds", 3, "alternated rounds")
 flags.DEFINE_list("threads", ["1", "2"], "CPU threads (tf.data) / workers (torchvision)")
-flags.DEFINE_list("pipelines", list(OURS + LIMITS), f"of {', '.join(OURS + LIMITS)}")
+flags.DEFINE_list("pipelines", list(OURS + (WHOLE,) + LIMITS),
+                  f"of {', '.join(OURS + (WHOLE,) + LIMITS)}")
 flags.DEFINE_string("torch_python", None, "a Python with torch and torchvision: adds "
                     "torchvision's ImageFolder + DataLoader (benchmarks/peer_torchvision.py)")
 flags.DEFINE_float("accelerator_rate", 2470.0, "ResNet-50 training img/s of one "
@@ -186,7 +190,10 @@ def ours_dataset(name, folder, epoch, batch_size):
     return p.eval_dataset(folder.source, "train")
   if name in LIMITS:
     return limit_dataset(name, np.asarray(folder.paths), p)
-  return p.train_dataset(folder.source, np.arange(len(folder.paths)), epoch, seed=0)
+  source = folder.source
+  if name == WHOLE:  # no file bytes: the pipeline decodes whole images
+    source = dataclasses.replace(source, read_encoded=None)
+  return p.train_dataset(source, np.arange(len(folder.paths)), epoch, seed=0)
 
 
 def time_dataset(dataset, elements):
@@ -276,10 +283,12 @@ def summary(rates, accelerator_rate):
                images_per_second=statistics.median(values), rounds=values,
                noise=(max(values) - min(values)) / statistics.median(values))
     row["cores_to_feed_accelerator"] = accelerator_rate / (row["images_per_second"] / threads)
-    for other, key in ((PEER, "over_torchvision"), ("decode_and_crop", "over_decode_and_crop"),
-                       ("decode", "over_decode")):
-      peer_key = (name, threads, PEER) if other == PEER else (other, threads, "limit")
-      if kind == "ours" and peer_key in rates and (other == PEER or name != "eval"):
+    others = {"over_torchvision": (name, threads, PEER),
+              "over_decode_and_crop": ("decode_and_crop", threads, "limit"),
+              "over_decode": ("decode", threads, "limit"),
+              "over_decode_whole": (WHOLE, threads, "ours") if name == "train" else None}
+    for key, peer_key in others.items():
+      if kind == "ours" and peer_key in rates and (key == "over_torchvision" or name != "eval"):
         ratios = [a / b for a, b in zip(values, rates[peer_key])]
         row[key] = dict(median=statistics.median(ratios), low=min(ratios), high=max(ratios),
                         ahead=min(ratios) > 1)
@@ -300,12 +309,18 @@ def print_table(rows):
     print(f"{row['pipeline']:<24}{row['kind']:<13}{row['threads']:>7}"
           f"{row['images_per_second']:>9.1f}{row['noise']:>7.0%}"
           f"{row['cores_to_feed_accelerator']:>10.1f}  {cells[0]:<24}{cells[1]:<22}")
+  for row in rows:
+    if "over_decode_whole" in row:
+      ratio = row["over_decode_whole"]
+      print(f"fused decode-and-crop: train / {WHOLE} at {row['threads']} threads: "
+            f"{ratio['median']:.2f} ({ratio['low']:.2f}-{ratio['high']:.2f})")
 
 
 def check_flags():
-  unknown = [n for n in FLAGS.pipelines if n not in OURS + LIMITS]
+  known = OURS + (WHOLE,) + LIMITS
+  unknown = [n for n in FLAGS.pipelines if n not in known]
   if unknown:
-    raise app.UsageError(f"--pipelines: {unknown[0]!r} is none of {', '.join(OURS + LIMITS)}")
+    raise app.UsageError(f"--pipelines: {unknown[0]!r} is none of {', '.join(known)}")
   if not all(t.isdigit() and int(t) >= 1 for t in FLAGS.threads):
     raise app.UsageError(f"--threads={','.join(FLAGS.threads)}: use whole numbers >= 1")
   for name in ("images", "classes", "batch_size", "batches", "rounds"):

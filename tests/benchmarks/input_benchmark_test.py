@@ -34,7 +34,8 @@ class InputBenchmarkTest(tf.test.TestCase):
     output = os.path.join(self.get_temp_dir(), "input.json")
     with flagsaver.flagsaver(data_dir=root, images=12, classes=2, batch_size=4, batches=2,
                              rounds=1, threads=["1"], output=output,
-                             pipelines=["train", "eval", "decode_and_crop"]):
+                             pipelines=["train", "eval", "decode_and_crop",
+                                        "train_decode_whole"]):
       input_benchmark.main([])
     with open(output) as f:
       result = json.load(f)
@@ -42,7 +43,7 @@ class InputBenchmarkTest(tf.test.TestCase):
     self.assertIn("2470 img/s", result["accelerator_source"])
     rows = {(r["pipeline"], r["kind"]): r for r in result["rows"]}
     self.assertCountEqual(rows, [("train", "ours"), ("eval", "ours"),
-                                 ("decode_and_crop", "limit")])
+                                 ("decode_and_crop", "limit"), ("train_decode_whole", "ours")])
     train = rows[("train", "ours")]
     self.assertGreater(train["images_per_second"], 0)
     self.assertLen(train["rounds"], 1)
@@ -52,7 +53,10 @@ class InputBenchmarkTest(tf.test.TestCase):
                         / rows[("decode_and_crop", "limit")]["images_per_second"])
     self.assertAllClose(train["cores_to_feed_accelerator"],
                         2470 / train["images_per_second"])
+    self.assertAllClose(train["over_decode_whole"]["median"], train["images_per_second"]
+                        / rows[("train_decode_whole", "ours")]["images_per_second"])
     self.assertNotIn("over_torchvision", train)
+    self.assertNotIn("over_decode_and_crop", rows[("eval", "ours")])
 
   def test_bad_flags_and_missing_peer_say_so(self):
     with flagsaver.flagsaver(pipelines=["train", "jpeg"]):
