@@ -16,7 +16,9 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`:
   `train` (random resized crop to 224, area 0.08-1, flip), `train_randaugment` (+
   RandAugment 2 x 9), `train_kang` (+ colour jitter 0.4, Kang et al. 2020's ImageNet-LT
   recipe), `eval` (centred 0.875 crop, resize to 224); ImageNet mean / std; nothing
-  cached (one epoch's cost). `train_decode_whole`: `train` decoding each whole JPEG
+  cached (one epoch's cost); a shuffle buffer of one batch (a small share of the data,
+  as 10000 of ImageNet's 1.28M: a buffer holding the whole folder would decode it all
+  in the untimed first batch). `train_decode_whole`: `train` decoding each whole JPEG
   before cropping it (the pipeline before its fused decode-and-crop).
 - torchvision (`--torch_python`, benchmarks/peer_torchvision.py): `ImageFolder` +
   `DataLoader` with the same transforms and PIL's decoder.
@@ -145,7 +147,7 @@ def settings(name, batch_size):
       batch_size=batch_size, image_size=224, random_resized_crop=(0.08, 1.0),
       random_resized_crop_ratio=(0.75, 1.3333333), random_flip=True, randaugment=(),
       mean=IMAGENET_MEAN, std=IMAGENET_STD, eval_image_size=224, eval_crop_fraction=0.875,
-      eval_resize_method="bilinear", cache=False)
+      eval_resize_method="bilinear", cache=False, shuffle_buffer=batch_size)
   extra = {"train_randaugment": dict(randaugment=(2, 9)),
            "train_kang": dict(color_jitter=(0.4, 0.4, 0.4))}.get(name, {})
   return base.replace(**extra)
