@@ -64,7 +64,8 @@ class InputPipeline:
       by TF's stateless sample_distorted_bounding_box (10 attempts, then the whole
       image; torchvision falls back to a centred crop). Images are then not cached;
       from image files, the shuffle holds the files' bytes and a JPEG is decoded only
-      inside its crop's box (drawn from its header's shape: the same box and pixels).
+      inside its crop's box (drawn from its header's shape: the same box, and the
+      same pixels but the box's edge columns in 4:2:0 JPEGs; augment.decode_and_crop).
     color_jitter: () or (brightness, contrast, saturation): factors drawn from
       [1 - x, 1 + x], Model Garden's color_jitter (torchvision's ColorJitter without
       hue, in a fixed order where torchvision shuffles it).
