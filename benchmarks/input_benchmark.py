@@ -15,10 +15,12 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`:
 - ours: `recipes.data.pipeline.InputPipeline` as the ImageNet-style recipes bind it:
   `train` (random resized crop to 224, area 0.08-1, flip), `train_randaugment` (+
   RandAugment 2 x 9), `train_kang` (+ colour jitter 0.4, Kang et al. 2020's ImageNet-LT
-  recipe), `eval` (centred 0.875 crop, resize to 224); ImageNet mean / std; nothing
-  cached (one epoch's cost); a shuffle buffer of one batch (a small share of the data,
-  as 10000 of ImageNet's 1.28M: a buffer holding the whole folder would decode it all
-  in the untimed first batch). `train_decode_whole`: `train` decoding each whole JPEG
+  recipe), `eval` (centred 0.875 crop, resize to 224), `train_no_antialias` (`train`
+  resizing the crop without antialiasing, as Model Garden does; no torchvision row:
+  PIL always antialiases); ImageNet mean / std; nothing cached (one epoch's cost); a
+  shuffle buffer of one batch (a small share of the data, as 10000 of ImageNet's
+  1.28M: a buffer holding the whole folder would decode it all in the untimed first
+  batch). `train_decode_whole`: `train` decoding each whole JPEG
   before cropping it (the pipeline before its fused decode-and-crop).
 - torchvision (`--torch_python`, benchmarks/peer_torchvision.py): `ImageFolder` +
   `DataLoader` with the same transforms and PIL's decoder.
@@ -64,7 +66,8 @@ from recipes.data import pipeline
 PUBLISHED = ("NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch), 1x A100 80GB, mixed "
              "precision: 2470 img/s (PyTorch/Classification/ConvNets/resnet50v1.5/README.md,"
              " 'Training performance: NVIDIA DGX A100 (8x A100 80GB)')")
-OURS = ("train", "train_randaugment", "train_kang", "eval")
+PEERED = ("train", "train_randaugment", "train_kang", "eval")  # torchvision has these
+OURS = PEERED + ("train_no_antialias",)
 # `train` as it was before the fused decode: every JPEG decoded whole, then cropped.
 WHOLE = "train_decode_whole"
 LIMITS = ("decode", "decode_and_crop", "decode_and_crop_resize")
@@ -149,6 +152,7 @@ def settings(name, batch_size):
       mean=IMAGENET_MEAN, std=IMAGENET_STD, eval_image_size=224, eval_crop_fraction=0.875,
       eval_resize_method="bilinear", cache=False, shuffle_buffer=batch_size)
   extra = {"train_randaugment": dict(randaugment=(2, 9)),
+           "train_no_antialias": dict(random_resized_crop_antialias=False),
            "train_kang": dict(color_jitter=(0.4, 0.4, 0.4))}.get(name, {})
   return base.replace(**extra)
 
@@ -261,7 +265,7 @@ def measure(folder, peer, names, threads, rounds, batches, batch_size):
   """{(pipeline, threads, "ours"|"limit"|"torchvision"): [img/s a round]}."""
   cases = [(n, t, "limit" if n in LIMITS else "ours") for n in names for t in threads]
   if peer:
-    cases += [(n, t, PEER) for n in names if n in OURS for t in threads]
+    cases += [(n, t, PEER) for n in names if n in PEERED for t in threads]
   rates = {c: [] for c in cases}
   for r in range(rounds):
     for name, n_threads, kind in (cases if r % 2 == 0 else cases[::-1]):

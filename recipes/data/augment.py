@@ -68,6 +68,9 @@ def check(settings):
   if not (len(ratio) == 2 and 0 < ratio[0] <= ratio[1]):
     raise ValueError(f"InputPipeline.random_resized_crop_ratio={ratio!r} must be (min, "
                      "max) aspect ratios with 0 < min <= max, e.g. (0.75, 1.333)")
+  if not isinstance(settings.random_resized_crop_antialias, bool):
+    raise ValueError("InputPipeline.random_resized_crop_antialias="
+                     f"{settings.random_resized_crop_antialias!r} must be True or False")
   jitter = tuple(settings.color_jitter)
   if jitter and (len(jitter) != 3 or min(jitter) < 0):
     raise ValueError(f"InputPipeline.color_jitter={jitter!r} must be () or (brightness, "
@@ -122,7 +125,8 @@ def _crop(settings, image, seed):
     else:
       begin, extent = inception_box(settings, tf.shape(image), seed)
       image = tf.slice(image, begin, extent)
-    image = tf.image.resize(image, [size, size], antialias=True)
+    image = tf.image.resize(image, [size, size],
+                            antialias=settings.random_resized_crop_antialias)
   elif (settings.train_resize or size) > size:
     image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed + 2)
   if settings.random_crop_padding:

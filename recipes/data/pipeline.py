@@ -66,6 +66,10 @@ class InputPipeline:
       from image files, the shuffle holds the files' bytes and a JPEG is decoded only
       inside its crop's box (drawn from its header's shape: the same box, and the
       same pixels but the box's edge columns in 4:2:0 JPEGs; augment.decode_and_crop).
+    random_resized_crop_antialias: antialias the crop's resize to `image_size` (as
+      torchvision's RandomResizedCrop on PIL images); False: plain bilinear, as Model
+      Garden's and big_vision's ImageNet inputs resize (aliased when shrinking, and
+      about twice as fast a crop: docs/input.md).
     color_jitter: () or (brightness, contrast, saturation): factors drawn from
       [1 - x, 1 + x], Model Garden's color_jitter (torchvision's ColorJitter without
       hue, in a fixed order where torchvision shuffles it).
@@ -117,6 +121,7 @@ class InputPipeline:
   random_flip: bool = False
   random_resized_crop: Optional[Sequence[float]] = None
   random_resized_crop_ratio: Sequence[float] = (3 / 4, 4 / 3)
+  random_resized_crop_antialias: bool = True
   color_jitter: Sequence[float] = ()
   randaugment: Optional[Sequence[int]] = None
   autoaugment: Optional[str] = None

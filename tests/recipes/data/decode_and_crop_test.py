@@ -80,6 +80,21 @@ class DecodeAndCropTest(tf.test.TestCase):
       self.assertAllEqual(got, again)
     self.assertNotAllClose(fused[0], epoch(source, 2)[0])
 
+  def test_the_crop_resizes_with_or_without_antialiasing(self):
+    write_tree(self.root, subsampled=False)
+    source = image_folder.image_folder(self.root, test_per_class=1)
+    plain = self.settings.replace(random_resized_crop_antialias=False)
+    plain.check()
+    with self.assertRaisesRegex(ValueError, "random_resized_crop_antialias='no' must be"):
+      self.settings.replace(random_resized_crop_antialias="no").check()
+
+    def first_batch(p):
+      return next(iter(p.train_dataset(source, np.arange(8), 0, seed=3)))[0].numpy()
+
+    smooth, aliased = first_batch(self.settings), first_batch(plain)
+    self.assertEqual(smooth.shape, aliased.shape)  # the same crops, resized two ways
+    self.assertNotAllClose(smooth, aliased)
+
 
 if __name__ == "__main__":
   tf.test.main()
