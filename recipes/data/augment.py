@@ -68,6 +68,9 @@ def check(settings):
   if not (len(ratio) == 2 and 0 < ratio[0] <= ratio[1]):
     raise ValueError(f"InputPipeline.random_resized_crop_ratio={ratio!r} must be (min, "
                      "max) aspect ratios with 0 < min <= max, e.g. (0.75, 1.333)")
+  if not isinstance(settings.random_resized_crop_antialias, bool):
+    raise ValueError("InputPipeline.random_resized_crop_antialias="
+                     f"{settings.random_resized_crop_antialias!r} must be True or False")
   jitter = tuple(settings.color_jitter)
   if jitter and (len(jitter) != 3 or min(jitter) < 0):
     raise ValueError(f"InputPipeline.color_jitter={jitter!r} must be () or (brightness, "
@@ -78,17 +81,52 @@ def check(settings):
                      "of pixels >= 0 (0: no cutout)")
 
 
+def inception_box(settings, shape, seed):
+  """(begin, extent) of the seeded random resized crop of an image of `shape`
+  ([height, width, ...]): TF's stateless sample_distorted_bounding_box, so the box
+  depends on the shape and the seed only (the same from a JPEG's header as from the
+  decoded image)."""
+  begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
+      tf.concat([shape[:2], [3]], 0), tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed + 3,
+      min_object_covered=float(settings.random_resized_crop[0]),
+      aspect_ratio_range=[float(r) for r in settings.random_resized_crop_ratio],
+      area_range=[float(a) for a in settings.random_resized_crop], max_attempts=10,
+      use_image_if_no_bounding_boxes=True)
+  return begin, extent
+
+
+def decode_and_crop(settings, encoded, seed):
+  """The random resized crop's box of an encoded image, decoded alone: JPEGs through
+  libjpeg-turbo's cropped decode (`decode_and_crop_jpeg`, the box drawn from the header's
+  shape, as Model Garden's and the TPU ResNet's input do), other formats decoded whole
+  then sliced. The same pixels as `decode_image` then slicing the same box."""
+
+  def jpeg():
+    begin, extent = inception_box(settings, tf.image.extract_jpeg_shape(encoded), seed)
+    window = tf.stack([begin[0], begin[1], extent[0], extent[1]])
+    return tf.image.decode_and_crop_jpeg(encoded, window, channels=3)
+
+  def other():
+    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    image.set_shape([None, None, 3])
+    begin, extent = inception_box(settings, tf.shape(image), seed)
+    return tf.slice(image, begin, extent)
+
+  return tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
+
+
 def _crop(settings, image, seed):
-  """The seeded random resized crop, crop of a larger resize, or crop after padding."""
+  """The seeded random resized crop (of an encoded image: decoded with the crop), crop
+  of a larger resize, or crop after padding."""
   size = settings.image_size
   if settings.random_resized_crop:
-    begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
-        tf.shape(image), tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed + 3,
-        min_object_covered=float(settings.random_resized_crop[0]),
-        aspect_ratio_range=[float(r) for r in settings.random_resized_crop_ratio],
-        area_range=[float(a) for a in settings.random_resized_crop], max_attempts=10,
-        use_image_if_no_bounding_boxes=True)
-    image = tf.image.resize(tf.slice(image, begin, extent), [size, size], antialias=True)
+    if image.dtype == tf.string:
+      image = decode_and_crop(settings, image, seed)
+    else:
+      begin, extent = inception_box(settings, tf.shape(image), seed)
+      image = tf.slice(image, begin, extent)
+    image = tf.image.resize(image, [size, size],
+                            antialias=settings.random_resized_crop_antialias)
   elif (settings.train_resize or size) > size:
     image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed + 2)
   if settings.random_crop_padding:
@@ -106,7 +144,8 @@ def augment_image(settings, image, seed, model_garden_ops=()):
   """Seeded crop, crop-with-padding and flip, then colour jitter, `model_garden_ops`
   (AutoAugment, RandAugment; None where off) and Cutout (Model Garden's: drawn from TF's
   op-level seeds, not from (seed, epoch, position), so a resumed epoch redraws them) of
-  a resized image."""
+  a resized image (with a random resized crop: of the source image, or of its encoded
+  bytes, a scalar string, decoded with the crop)."""
   image = _crop(settings, image, seed)
   if settings.random_flip:
     image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)

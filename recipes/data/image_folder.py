@@ -121,6 +121,32 @@ def scan(root, on_bad_file="error"):
           sorted(bad))
 
 
+def read(path, label):
+  return tf.io.read_file(path), label
+
+
+def file_datasets(splits):
+  """(make_dataset, read_encoded) of a Source over {split: (paths, labels)}: the
+  examples at `indices` (all when None), in index order, decoded, or as file bytes."""
+
+  def chosen(split, indices):
+    split_paths, split_labels = splits[split]
+    if indices is not None:
+      indices = np.asarray(indices, dtype=np.int64)
+      split_paths, split_labels = split_paths[indices], split_labels[indices]
+    return tf.data.Dataset.from_tensor_slices((split_paths, split_labels))
+
+  def make_dataset(split, indices=None):
+    return chosen(split, indices).map(
+        decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+  def read_encoded(split, indices=None):
+    return chosen(split, indices).map(
+        read, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+  return make_dataset, read_encoded
+
+
 def decode(path, label):
   image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
   return tf.cast(image, tf.uint8), label
@@ -160,12 +186,7 @@ def image_folder(root=gin.REQUIRED, test_root=None, test_per_class=None, split_s
         len(skipped) + len(train_paths) + len(test_paths), skipped[0])
   splits = {"train": (train_paths, train_labels), "test": (test_paths, test_labels)}
 
-  def make_dataset(split, indices=None):
-    split_paths, split_labels = splits[split]
-    if indices is not None:
-      split_paths, split_labels = split_paths[indices], split_labels[indices]
-    return tf.data.Dataset.from_tensor_slices((split_paths, split_labels)).map(
-        decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  make_dataset, read_encoded = file_datasets(splits)
 
   def find_bad_files(split, indices=None):
     """The paths among the split's examples (those at `indices`) that do not decode."""
@@ -177,4 +198,5 @@ def image_folder(root=gin.REQUIRED, test_root=None, test_per_class=None, split_s
   return source_lib.Source(
       name=os.path.basename(os.path.normpath(root)), class_names=class_names,
       train_labels=train_labels, test_labels=test_labels, make_dataset=make_dataset,
-      skipped_files=tuple(skipped), find_bad_files=find_bad_files)
+      skipped_files=tuple(skipped), find_bad_files=find_bad_files,
+      read_encoded=read_encoded)

@@ -156,15 +156,12 @@ def list_file(root=gin.REQUIRED, train_list=gin.REQUIRED, test_list=gin.REQUIRED
   num_classes = _checked_classes(lists, num_classes)
   splits = {split: _image_paths(root, entry, check_files) for split, entry in lists.items()}
 
+  decoded, encoded = image_folder.file_datasets(splits)
+
   def make_dataset(split, indices=None):
     if split not in splits:
       raise ConfigError(f"this list source has no {split!r} split; bind list_file.val_list")
-    split_paths, split_labels = splits[split]
-    if indices is not None:
-      indices = np.asarray(indices, dtype=np.int64)
-      split_paths, split_labels = split_paths[indices], split_labels[indices]
-    return tf.data.Dataset.from_tensor_slices((split_paths, split_labels)).map(
-        image_folder.decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return decoded(split, indices)
 
   def find_bad_files(split, indices=None):
     """The paths among the split's examples (those at `indices`) that do not decode."""
@@ -178,5 +175,5 @@ def list_file(root=gin.REQUIRED, train_list=gin.REQUIRED, test_list=gin.REQUIRED
   return ListSource(
       name=name, class_names=[str(c) for c in range(num_classes)],
       train_labels=splits["train"][1], test_labels=splits["test"][1],
-      make_dataset=make_dataset, find_bad_files=find_bad_files,
+      make_dataset=make_dataset, find_bad_files=find_bad_files, read_encoded=encoded,
       validation_labels=splits["validation"][1] if "validation" in splits else None)

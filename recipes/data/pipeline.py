@@ -62,7 +62,14 @@ class InputPipeline:
       resized to `image_size` (Szegedy et al. 2015's "inception crop", torchvision's
       RandomResizedCrop(scale=(0.08, 1))), instead of resizing the whole image. Drawn
       by TF's stateless sample_distorted_bounding_box (10 attempts, then the whole
-      image; torchvision falls back to a centred crop). Images are then not cached.
+      image; torchvision falls back to a centred crop). Images are then not cached;
+      from image files, the shuffle holds the files' bytes and a JPEG is decoded only
+      inside its crop's box (drawn from its header's shape: the same box, and the
+      same pixels but the box's edge columns in 4:2:0 JPEGs; augment.decode_and_crop).
+    random_resized_crop_antialias: antialias the crop's resize to `image_size` (as
+      torchvision's RandomResizedCrop on PIL images); False: plain bilinear, as Model
+      Garden's and big_vision's ImageNet inputs resize (aliased when shrinking, and
+      about twice as fast a crop: docs/input.md).
     color_jitter: () or (brightness, contrast, saturation): factors drawn from
       [1 - x, 1 + x], Model Garden's color_jitter (torchvision's ColorJitter without
       hue, in a fixed order where torchvision shuffles it).
@@ -114,6 +121,7 @@ class InputPipeline:
   random_flip: bool = False
   random_resized_crop: Optional[Sequence[float]] = None
   random_resized_crop_ratio: Sequence[float] = (3 / 4, 4 / 3)
+  random_resized_crop_antialias: bool = True
   color_jitter: Sequence[float] = ()
   randaugment: Optional[Sequence[int]] = None
   autoaugment: Optional[str] = None
@@ -258,6 +266,11 @@ class InputPipeline:
     """The seeded training augmentation of a resized image (`augment.augment_image`)."""
     return augment.augment_image(self, image, seed, (self._autoaugment, self._randaugment))
 
+  def decodes_with_crop(self, source):
+    """Whether training decodes only each random resized crop's window (files'
+    bytes are shuffled, and `augment.decode_and_crop` decodes them)."""
+    return bool(self.random_resized_crop) and source.read_encoded is not None
+
   def caches(self, num_examples, size):
     """Whether `num_examples` images of `size`^2 float32 pixels are cached."""
     if self.random_resized_crop:  # whole source images, of any size
@@ -307,6 +320,8 @@ class InputPipeline:
                         reshuffle_each_iteration=False)
 
     def resized(chosen):
+      if self.decodes_with_crop(source):  # bytes now, decoded with the crop in `prepare`
+        return source.read_encoded("train", chosen)
       return source.make_dataset("train", chosen).map(
           lambda image, label: (self._resize(image), label),
           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -10,6 +10,9 @@ from recipes.errors import ConfigError
 
 # (split, indices or None for all) -> tf.data.Dataset of (uint8 image HWC, int32 label).
 MakeDataset = Callable[[str, Optional[np.ndarray]], tf.data.Dataset]
+# (split, indices or None for all) -> tf.data.Dataset of (encoded image bytes, int32
+# label): the files' bytes, undecoded, for a decode fused with a crop.
+ReadEncoded = Callable[[str, Optional[np.ndarray]], tf.data.Dataset]
 # (split, indices or None for all) -> the paths among those examples that fail to decode.
 FindBadFiles = Callable[[str, Optional[np.ndarray]], List[str]]
 
@@ -26,6 +29,9 @@ class Source:
   `skipped_files`: paths left out because they do not decode (recorded in the report).
   `find_bad_files(split, indices)`: for sources read from files, the paths among those
   examples that fail to decode, so a decode error mid-run can name its file.
+  `read_encoded(split, indices)`: for sources read from image files, the same examples
+  as encoded bytes, so training can decode only a random crop's window
+  (`augment.decode_and_crop`); None where the images are held decoded.
   """
   name: str
   class_names: Sequence[str]
@@ -35,6 +41,7 @@ class Source:
   full_frame: bool = False
   skipped_files: Sequence[str] = ()
   find_bad_files: Optional[FindBadFiles] = None
+  read_encoded: Optional[ReadEncoded] = None
 
   @property
   def num_classes(self):

@@ -1,0 +1,385 @@
+"""The input pipeline against torchvision's DataLoader and the JPEG decode limit.
+
+    ./bazelw run //benchmarks:input
+    ./bazelw run //benchmarks:input -- --torch_python=/work/peer/bin/python \
+        --output=/tmp/input.json
+
+Data: `--images` JPEGs of ImageNet's typical shapes (3 in 4 landscape about 500 x 375,
+1 in 4 portrait 375 x 500, each side scaled by 0.8-1.2), quality 90, of smooth noise
+with grain (about 100 KB a file, as ImageNet's 140 GB / 1.28M images), in `--classes`
+class folders, written once to `--data_dir` and reused. Read through the project's
+`@image_folder` source, in the OS page cache (as a data set on a local disk after
+its first epoch).
+
+Pipelines, each at `--threads` CPU threads, batch `--batch_size`:
+- ours: `recipes.data.pipeline.InputPipeline` as the ImageNet-style recipes bind it:
+  `train` (random resized crop to 224, area 0.08-1, flip), `train_randaugment` (+
+  RandAugment 2 x 9), `train_kang` (+ colour jitter 0.4, Kang et al. 2020's ImageNet-LT
+  recipe), `eval` (centred 0.875 crop, resize to 224), `train_no_antialias` (`train`
+  resizing the crop without antialiasing, as Model Garden does; no torchvision row:
+  PIL always antialiases); ImageNet mean / std; nothing cached (one epoch's cost); a
+  shuffle buffer of one batch (a small share of the data, as 10000 of ImageNet's
+  1.28M: a buffer holding the whole folder would decode it all in the untimed first
+  batch). `train_decode_whole`: `train` decoding each whole JPEG
+  before cropping it (the pipeline before its fused decode-and-crop).
+- torchvision (`--torch_python`, benchmarks/peer_torchvision.py): `ImageFolder` +
+  `DataLoader` with the same transforms and PIL's decoder.
+- the limit: `decode` (`tf.io.decode_jpeg` of the whole file) and `decode_and_crop`
+  (`tf.image.decode_and_crop_jpeg` of the same random boxes as `train`), unbatched;
+  and where the rest of `train`'s time goes: `decode_and_crop_resize` (+ the
+  antialiased resize to 224; flip, normalisation and batching make up the rest).
+
+Threads: tf.data runs every op of a pipeline in a private pool of N threads
+(`Options.threading.private_threadpool_size`), each op single-threaded
+(`max_intra_op_parallelism = 1`); torchvision runs N worker processes
+(`num_workers=N`; 0 would load in the main process, between training steps), each with
+`torch.set_num_threads(1)`. A measurement times `--batches` batches after an untimed
+first one (worker start, shuffle buffer fill). Rounds alternate every pipeline and
+thread count, the order flipped every round; each figure is the median over rounds,
+its noise the spread (max - min) / median, and a ratio is "ahead" only when every
+round's ratio is above 1.
+
+Cores to feed a GPU: the published ResNet-50 v1.5 training rate `--accelerator_rate`
+(default: NVIDIA's 2470 img/s, one A100 80GB, mixed precision, NVIDIA
+DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md,
+"Training performance: NVIDIA DGX A100 (8x A100 80GB)") divided by the measured rate
+of one thread.
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+from recipes.data import augment
+from recipes.data import image_folder
+from recipes.data import pipeline
+
+PUBLISHED = ("NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch), 1x A100 80GB, mixed "
+             "precision: 2470 img/s (PyTorch/Classification/ConvNets/resnet50v1.5/README.md,"
+             " 'Training performance: NVIDIA DGX A100 (8x A100 80GB)')")
+PEERED = ("train", "train_randaugment", "train_kang", "eval")  # torchvision has these
+OURS = PEERED + ("train_no_antialias",)
+# `train` as it was before the fused decode: every JPEG decoded whole, then cropped.
+WHOLE = "train_decode_whole"
+LIMITS = ("decode", "decode_and_crop", "decode_and_crop_resize")
+PEER = "torchvision"
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+MARKER = "input_benchmark.json"  # what a data directory holds
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", os.path.join(tempfile.gettempdir(), "input_benchmark_jpegs"),
+                    "where the JPEGs are written (reused when they match --images)")
+flags.DEFINE_integer("images", 2560, "JPEGs to generate")
+flags.DEFINE_integer("classes", 10, "class folders")
+flags.DEFINE_integer("batch_size", 128, "images a batch")
+flags.DEFINE_integer("batches", 8, "timed batches a measurement")
+flags.DEFINE_integer("rounds", 3, "alternated rounds")
+flags.DEFINE_list("threads", ["1", "2"], "CPU threads (tf.data) / workers (torchvision)")
+flags.DEFINE_list("pipelines", list(OURS + (WHOLE,) + LIMITS),
+                  f"of {', '.join(OURS + (WHOLE,) + LIMITS)}")
+flags.DEFINE_string("torch_python", None, "a Python with torch and torchvision: adds "
+                    "torchvision's ImageFolder + DataLoader (benchmarks/peer_torchvision.py)")
+flags.DEFINE_float("accelerator_rate", 2470.0, "ResNet-50 training img/s of one "
+                   "accelerator, to count the cores that feed it (default: " + PUBLISHED + ")")
+flags.DEFINE_string("output", None, "write the figures as JSON here")
+
+
+# -- data -------------------------------------------------------------------------
+
+
+def jpeg_shape(rng):
+  """(height, width) of an ImageNet-like photo: 3 in 4 landscape ~375 x 500."""
+  long, short = 500 * rng.uniform(0.8, 1.2), 375 * rng.uniform(0.8, 1.2)
+  size = (short, long) if rng.uniform() < 0.75 else (long, short)
+  return int(size[0]), int(size[1])
+
+
+def photo_like(rng, height, width):
+  """Smooth colour fields with mid-scale texture and grain: JPEG sizes of photos."""
+  coarse = rng.uniform(0, 255, [height // 24 + 2, width // 24 + 2, 3])
+  mid = rng.normal(0, 50, [height // 4 + 1, width // 4 + 1, 3])
+  image = (tf.image.resize(coarse, [height, width], "bicubic")
+           + tf.image.resize(mid, [height, width]) + rng.normal(0, 14, [height, width, 3]))
+  return tf.cast(tf.clip_by_value(image, 0, 255), tf.uint8)
+
+
+def make_data(root, count, classes, seed=0):
+  """Writes `count` JPEGs into `classes` folders under `root` (kept when a previous
+  call wrote the same); returns what was chosen."""
+  chosen = dict(images=count, classes=classes, seed=seed, quality=90)
+  marker = os.path.join(root, MARKER)
+  if os.path.exists(marker):
+    with open(marker) as f:
+      done = json.load(f)
+    if {k: done.get(k) for k in chosen} == chosen:
+      return done
+  rng = np.random.default_rng(seed)
+  sizes, pixels = [], []
+  for i in range(count):
+    folder = os.path.join(root, f"class_{i % classes:03d}")
+    os.makedirs(folder, exist_ok=True)
+    height, width = jpeg_shape(rng)
+    data = tf.io.encode_jpeg(photo_like(rng, height, width), quality=90).numpy()
+    with open(os.path.join(folder, f"{i:06d}.jpg"), "wb") as f:
+      f.write(data)
+    sizes.append(len(data))
+    pixels.append(height * width)
+  done = dict(chosen, mean_kb=float(np.mean(sizes)) / 1e3,
+              mean_megapixels=float(np.mean(pixels)) / 1e6)
+  with open(marker, "w") as f:
+    json.dump(done, f)
+  return done
+
+
+# -- ours and the limit -------------------------------------------------------------
+
+
+def settings(name, batch_size):
+  """The project's InputPipeline for pipeline `name`, as ImageNet-style recipes bind it
+  (recipes/configs/runs/kang2020_imagenet_lt.gin, RandAugment as the NFNet recipes)."""
+  base = pipeline.InputPipeline(
+      batch_size=batch_size, image_size=224, random_resized_crop=(0.08, 1.0),
+      random_resized_crop_ratio=(0.75, 1.3333333), random_flip=True, randaugment=(),
+      mean=IMAGENET_MEAN, std=IMAGENET_STD, eval_image_size=224, eval_crop_fraction=0.875,
+      eval_resize_method="bilinear", cache=False, shuffle_buffer=batch_size)
+  extra = {"train_randaugment": dict(randaugment=(2, 9)),
+           "train_no_antialias": dict(random_resized_crop_antialias=False),
+           "train_kang": dict(color_jitter=(0.4, 0.4, 0.4))}.get(name, {})
+  return base.replace(**extra)
+
+
+def limit_dataset(name, paths, crop_settings):
+  """The decode limit: every file decoded whole, or only a random resized crop's box
+  (the same draw as the training pipeline's); unbatched (the sizes differ)."""
+
+  def decode(encoded):  # a pixel of the result: a decode nothing reads is pruned
+    return tf.io.decode_jpeg(encoded, channels=3)[0, 0]
+
+  def decode_and_crop(position, encoded):
+    seed = tf.random.experimental.stateless_fold_in(tf.constant([0, 0], tf.int64), position)
+    crop = augment.decode_and_crop(crop_settings, encoded, seed)
+    if name == "decode_and_crop_resize":
+      size = crop_settings.image_size
+      return tf.image.resize(crop, [size, size], antialias=True)[0, 0]
+    return tf.cast(crop[0, 0], tf.float32)
+
+  ds = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=0).map(
+      tf.io.read_file, num_parallel_calls=tf.data.AUTOTUNE)
+  if name == "decode":
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+  else:
+    ds = ds.enumerate().map(decode_and_crop, num_parallel_calls=tf.data.AUTOTUNE)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def threaded(dataset, threads):
+  """`dataset` run in a private pool of `threads` threads, each op on one."""
+  options = tf.data.Options()
+  options.threading.private_threadpool_size = threads
+  options.threading.max_intra_op_parallelism = 1
+  return dataset.with_options(options)
+
+
+def ours_dataset(name, folder, epoch, batch_size):
+  """The project's pipeline `name` (OURS) over the whole folder, or a limit (LIMITS)."""
+  p = settings(name, batch_size)
+  if name == "eval":
+    return p.eval_dataset(folder.source, "train")
+  if name in LIMITS:
+    return limit_dataset(name, np.asarray(folder.paths), p)
+  source = folder.source
+  if name == WHOLE:  # no file bytes: the pipeline decodes whole images
+    source = dataclasses.replace(source, read_encoded=None)
+  return p.train_dataset(source, np.arange(len(folder.paths)), epoch, seed=0)
+
+
+def time_dataset(dataset, elements):
+  """Seconds for `elements` elements after an untimed first one."""
+  iterator = iter(dataset)
+  next(iterator)
+  start = time.perf_counter()
+  for _ in range(elements):
+    next(iterator)
+  return time.perf_counter() - start
+
+
+@dataclasses.dataclass
+class Folder:
+  """The image folder as the project's source, with its file paths."""
+  source: object
+  paths: list
+
+  @classmethod
+  def read(cls, root):
+    source = image_folder.image_folder(root, test_root=root)
+    _, paths, _, _ = image_folder.scan(root)
+    return cls(source, list(paths))
+
+
+# -- torchvision ----------------------------------------------------------------------
+
+
+class Peer:
+  """torchvision's ImageFolder + DataLoader in a process of `python`
+  (benchmarks/peer_torchvision.py): one measurement a request."""
+
+  def __init__(self, python, root, batch_size):
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_torchvision.py")
+    try:
+      self.process = subprocess.Popen([python, script, root, str(batch_size)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    except OSError as e:
+      raise app.UsageError(f"--torch_python={python} does not run ({e}); name a Python "
+                           "with torch and torchvision, or leave the flag out") from None
+    self.version = self.process.stdout.readline().strip()
+    if not self.version.startswith("ready"):
+      self.close()
+      raise app.UsageError(f"--torch_python={python} cannot run the torchvision peer: "
+                           "does it import torch and torchvision? (leave the flag out to "
+                           "measure ours only)")
+
+  def seconds(self, name, workers, batches):
+    self.process.stdin.write(f"{name} {workers} {batches}\n")
+    self.process.stdin.flush()
+    return float(self.process.stdout.readline())
+
+  def close(self):
+    if self.process.stdin:
+      self.process.stdin.close()
+    self.process.wait(timeout=120)
+
+
+# -- the run --------------------------------------------------------------------------
+
+
+def measure(folder, peer, names, threads, rounds, batches, batch_size):
+  """{(pipeline, threads, "ours"|"limit"|"torchvision"): [img/s a round]}."""
+  cases = [(n, t, "limit" if n in LIMITS else "ours") for n in names for t in threads]
+  if peer:
+    cases += [(n, t, PEER) for n in names if n in PEERED for t in threads]
+  rates = {c: [] for c in cases}
+  for r in range(rounds):
+    for name, n_threads, kind in (cases if r % 2 == 0 else cases[::-1]):
+      images = batches * batch_size
+      if kind == PEER:
+        seconds = peer.seconds(name, n_threads, batches)
+      else:
+        ds = threaded(ours_dataset(name, folder, r, batch_size), n_threads)
+        seconds = time_dataset(ds, images if kind == "limit" else batches)
+      rates[(name, n_threads, kind)].append(images / seconds)
+      print(f"  round {r + 1}: {kind} {name} x{n_threads}: {images / seconds:.1f} img/s",
+            flush=True)
+  return rates
+
+
+def summary(rates, accelerator_rate):
+  """Rows of medians, noise, ratios (median and range over rounds) and cores."""
+  rows = []
+  for (name, threads, kind), values in rates.items():
+    row = dict(pipeline=name, threads=threads, kind=kind,
+               images_per_second=statistics.median(values), rounds=values,
+               noise=(max(values) - min(values)) / statistics.median(values))
+    row["cores_to_feed_accelerator"] = accelerator_rate / (row["images_per_second"] / threads)
+    others = {"over_torchvision": (name, threads, PEER),
+              "over_decode_and_crop": ("decode_and_crop", threads, "limit"),
+              "over_decode": ("decode", threads, "limit"),
+              "over_decode_whole": (WHOLE, threads, "ours") if name == "train" else None}
+    for key, peer_key in others.items():
+      if kind == "ours" and peer_key in rates and (key == "over_torchvision" or name != "eval"):
+        ratios = [a / b for a, b in zip(values, rates[peer_key])]
+        row[key] = dict(median=statistics.median(ratios), low=min(ratios), high=max(ratios),
+                        ahead=min(ratios) > 1)
+    rows.append(row)
+  return rows
+
+
+def print_table(rows):
+  print(f"\n{'pipeline':<24}{'kind':<13}{'threads':>7}{'img/s':>9}{'noise':>7}"
+        f"{'cores/GPU':>10}  {'ours/torchvision':<24}{'ours/decode+crop':<22}")
+  for row in rows:
+    cells = []
+    for key in ("over_torchvision", "over_decode_and_crop"):
+      ratio = row.get(key)
+      cells.append(f"{ratio['median']:.2f} ({ratio['low']:.2f}-{ratio['high']:.2f})"
+                   f"{' ahead' if key == 'over_torchvision' and ratio['ahead'] else ''}"
+                   if ratio else "-")
+    print(f"{row['pipeline']:<24}{row['kind']:<13}{row['threads']:>7}"
+          f"{row['images_per_second']:>9.1f}{row['noise']:>7.0%}"
+          f"{row['cores_to_feed_accelerator']:>10.1f}  {cells[0]:<24}{cells[1]:<22}")
+  for row in rows:
+    if "over_decode_whole" in row:
+      ratio = row["over_decode_whole"]
+      print(f"fused decode-and-crop: train / {WHOLE} at {row['threads']} threads: "
+            f"{ratio['median']:.2f} ({ratio['low']:.2f}-{ratio['high']:.2f})")
+
+
+def check_flags():
+  known = OURS + (WHOLE,) + LIMITS
+  unknown = [n for n in FLAGS.pipelines if n not in known]
+  if unknown:
+    raise app.UsageError(f"--pipelines: {unknown[0]!r} is none of {', '.join(known)}")
+  if not all(t.isdigit() and int(t) >= 1 for t in FLAGS.threads):
+    raise app.UsageError(f"--threads={','.join(FLAGS.threads)}: use whole numbers >= 1")
+  for name in ("images", "classes", "batch_size", "batches", "rounds"):
+    if getattr(FLAGS, name) < 1:
+      raise app.UsageError(f"--{name}={getattr(FLAGS, name)} must be >= 1")
+  if FLAGS.images < (FLAGS.batches + 1) * FLAGS.batch_size or FLAGS.classes < 2:
+    raise app.UsageError(f"--images={FLAGS.images} must be at least (--batches + 1) x "
+                         f"--batch_size = {(FLAGS.batches + 1) * FLAGS.batch_size}, in "
+                         ">= 2 --classes")
+  if FLAGS.torch_python and not os.access(FLAGS.torch_python, os.X_OK):
+    raise app.UsageError(f"--torch_python={FLAGS.torch_python} is not an executable; name a "
+                         "Python with torch and torchvision, or leave the flag out")
+
+
+def main(argv):
+  del argv
+  check_flags()
+  data = make_data(FLAGS.data_dir, FLAGS.images, FLAGS.classes)
+  print(f"data: {data['images']} JPEGs in {data['classes']} classes at {FLAGS.data_dir}, "
+        f"quality {data['quality']}, mean {data['mean_kb']:.0f} KB, "
+        f"{data['mean_megapixels']:.3f} megapixels (ImageNet-like 500 x 375, 1 in 4 portrait)")
+  folder = Folder.read(FLAGS.data_dir)
+  threads = [int(t) for t in FLAGS.threads]
+  peer = Peer(FLAGS.torch_python, FLAGS.data_dir, FLAGS.batch_size) if FLAGS.torch_python \
+      else None
+  if peer:
+    print(f"peer: {peer.version}")
+  else:
+    print("peer: none (give --torch_python=<a Python with torch and torchvision> to add "
+          "torchvision's DataLoader)")
+  try:
+    rates = measure(folder, peer, FLAGS.pipelines, threads, FLAGS.rounds, FLAGS.batches,
+                    FLAGS.batch_size)
+  finally:
+    if peer:
+      peer.close()
+  rows = summary(rates, FLAGS.accelerator_rate)
+  print_table(rows)
+  print(f"\ncores/GPU: CPU cores to feed ResNet-50 at {FLAGS.accelerator_rate:.0f} img/s "
+        f"on one accelerator at each row's rate a thread (default: {PUBLISHED}); noise: "
+        "spread over rounds; ratios: median (range) over rounds, 'ahead' when every "
+        f"round's is above 1. {os.cpu_count()} CPU cores here.")
+  if FLAGS.output:
+    result = dict(data=data, batch_size=FLAGS.batch_size, batches=FLAGS.batches,
+                  rounds=FLAGS.rounds, cpu_count=os.cpu_count(),
+                  accelerator_rate=FLAGS.accelerator_rate,
+                  accelerator_source=PUBLISHED if FLAGS.accelerator_rate == 2470.0 else
+                  "--accelerator_rate", peer=peer.version if peer else None,
+                  tensorflow=tf.__version__, rows=rows)
+    with open(FLAGS.output, "w") as f:
+      json.dump(result, f, indent=1)
+    print(f"wrote {FLAGS.output}")
+
+
+if __name__ == "__main__":
+  app.run(main)

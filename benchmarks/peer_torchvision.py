@@ -1,0 +1,97 @@
+"""The peer of //benchmarks:input: torchvision's ImageFolder + DataLoader, run by an
+interpreter that has PyTorch and torchvision (not a project dependency:
+`--torch_python` names it).
+
+    python peer_torchvision.py ROOT BATCH
+
+Prints "ready ...", then for each line "PIPELINE WORKERS BATCHES" read from stdin
+builds `ImageFolder(ROOT)` with PIPELINE's transforms (PIL's decoder), a shuffling
+`DataLoader` of WORKERS worker processes (each `torch.set_num_threads(1)`), takes one
+untimed batch (worker start), then prints the seconds for the next BATCHES batches.
+Between requests it waits on stdin, so its runs alternate with the project's.
+
+Transforms as Kang et al. 2020's ImageNet-LT code (data/dataloader.py) and
+torchvision's reference recipes: train: RandomResizedCrop(224), RandomHorizontalFlip;
+train_randaugment: + RandAugment(2, 9); train_kang: + ColorJitter(0.4, 0.4, 0.4);
+eval: Resize(256), CenterCrop(224); then ToTensor, Normalize(ImageNet).
+"""
+
+import importlib.util
+import os
+import sys
+import time
+
+import torch  # pylint: disable=import-error
+
+
+def _stub_missing_ops():
+  """A torchvision wheel whose C++ ops were built against a CUDA torch fails to import
+  under a CPU-only torch (its fake-tensor registrations need `torchvision::nms`); the
+  data-loading code used here needs none of them, so declare the two it registers."""
+  spec = importlib.util.find_spec("torchvision")
+  folder = os.path.dirname(spec.origin) if spec and spec.origin else ""
+  library = [f for f in os.listdir(folder) if f.startswith("_C.")] if folder else []
+  try:
+    if library:
+      torch.ops.load_library(os.path.join(folder, library[0]))
+      return "ops"
+  except OSError:
+    pass
+  lib = torch.library.Library("torchvision", "DEF")  # pylint: disable=no-member
+  lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+  lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+  _stub_missing_ops.keep = lib
+  return "no ops (CUDA-built wheel)"
+
+
+OPS = _stub_missing_ops()
+import torchvision  # pylint: disable=import-error,wrong-import-position
+from torchvision import datasets  # pylint: disable=import-error,wrong-import-position
+from torchvision import transforms as T  # pylint: disable=import-error,wrong-import-position
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def transform(name):
+  if name == "eval":
+    steps = [T.Resize(256), T.CenterCrop(224)]
+  else:
+    steps = [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
+    if name == "train_randaugment":
+      steps.append(T.RandAugment(num_ops=2, magnitude=9))
+    elif name == "train_kang":
+      steps.append(T.ColorJitter(0.4, 0.4, 0.4, 0))
+  return T.Compose(steps + [T.ToTensor(), T.Normalize(MEAN, STD)])
+
+
+def one_thread(_):
+  torch.set_num_threads(1)
+
+
+def seconds(root, batch, name, workers, batches):
+  data = datasets.ImageFolder(root, transform=transform(name))
+  loader = torch.utils.data.DataLoader(
+      data, batch_size=batch, shuffle=True, num_workers=workers, drop_last=True,
+      worker_init_fn=one_thread)
+  iterator = iter(loader)
+  next(iterator)
+  start = time.perf_counter()
+  for _ in range(batches):
+    next(iterator)
+  elapsed = time.perf_counter() - start
+  del iterator  # stops the workers
+  return elapsed
+
+
+def main(root, batch):
+  torch.set_num_threads(1)
+  torch.manual_seed(0)
+  print(f"ready torch {torch.__version__} torchvision {torchvision.__version__} "
+        f"({OPS}) PIL {datasets.folder.Image.__version__}", flush=True)
+  for line in sys.stdin:
+    name, workers, batches = line.split()
+    print(seconds(root, batch, name, int(workers), int(batches)), flush=True)
+
+
+if __name__ == "__main__":
+  main(sys.argv[1], int(sys.argv[2]))

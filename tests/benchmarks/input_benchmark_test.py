@@ -1,0 +1,77 @@
+"""//benchmarks:input at tiny settings: its data, its JSON, and clear flag errors."""
+
+import json
+import os
+
+from absl import flags
+from absl.testing import flagsaver
+import tensorflow as tf
+
+from benchmarks import input_benchmark
+
+FLAGS = flags.FLAGS
+
+
+class InputBenchmarkTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    FLAGS.mark_as_parsed()
+
+  def test_data_is_imagenet_like_and_reused(self):
+    root = os.path.join(self.get_temp_dir(), "jpegs")
+    data = input_benchmark.make_data(root, 6, 2)
+    self.assertLen(tf.io.gfile.glob(os.path.join(root, "class_*", "*.jpg")), 6)
+    self.assertBetween(data["mean_kb"], 60, 200)
+    self.assertBetween(data["mean_megapixels"], 0.1, 0.3)
+    stamp = os.path.getmtime(os.path.join(root, "class_000", "000000.jpg"))
+    self.assertEqual(input_benchmark.make_data(root, 6, 2), data)
+    self.assertEqual(os.path.getmtime(os.path.join(root, "class_000", "000000.jpg")), stamp)
+
+  def test_one_round_of_ours_writes_the_figures(self):
+    root = os.path.join(self.get_temp_dir(), "run")
+    output = os.path.join(self.get_temp_dir(), "input.json")
+    with flagsaver.flagsaver(data_dir=root, images=12, classes=2, batch_size=4, batches=2,
+                             rounds=1, threads=["1"], output=output,
+                             pipelines=["train", "eval", "decode_and_crop",
+                                        "train_decode_whole"]):
+      input_benchmark.main([])
+    with open(output) as f:
+      result = json.load(f)
+    self.assertIsNone(result["peer"])
+    self.assertIn("2470 img/s", result["accelerator_source"])
+    rows = {(r["pipeline"], r["kind"]): r for r in result["rows"]}
+    self.assertCountEqual(rows, [("train", "ours"), ("eval", "ours"),
+                                 ("decode_and_crop", "limit"), ("train_decode_whole", "ours")])
+    train = rows[("train", "ours")]
+    self.assertGreater(train["images_per_second"], 0)
+    self.assertLen(train["rounds"], 1)
+    self.assertEqual(train["noise"], 0)
+    ratio = train["over_decode_and_crop"]
+    self.assertAllClose(ratio["median"], train["images_per_second"]
+                        / rows[("decode_and_crop", "limit")]["images_per_second"])
+    self.assertAllClose(train["cores_to_feed_accelerator"],
+                        2470 / train["images_per_second"])
+    self.assertAllClose(train["over_decode_whole"]["median"], train["images_per_second"]
+                        / rows[("train_decode_whole", "ours")]["images_per_second"])
+    self.assertNotIn("over_torchvision", train)
+    self.assertNotIn("over_decode_and_crop", rows[("eval", "ours")])
+
+  def test_bad_flags_and_missing_peer_say_so(self):
+    with flagsaver.flagsaver(pipelines=["train", "jpeg"]):
+      with self.assertRaisesRegex(Exception, "--pipelines: 'jpeg' is none of"):
+        input_benchmark.check_flags()
+    with flagsaver.flagsaver(images=100, batch_size=128, batches=8):
+      with self.assertRaisesRegex(Exception, r"--images=100 must be at least"):
+        input_benchmark.check_flags()
+    with flagsaver.flagsaver(torch_python="/nonexistent/python"):
+      with self.assertRaisesRegex(Exception, "is not an executable; name a Python with "
+                                  "torch and torchvision, or leave the flag out"):
+        input_benchmark.check_flags()
+    with self.assertRaisesRegex(Exception, "cannot run the torchvision peer"):
+      input_benchmark.Peer("/bin/false", self.get_temp_dir(), 4)
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,100 @@
+"""Training decodes each JPEG only inside its random resized crop's box: the same box
+and pixels as decoding the whole image, and the same batches on a rebuilt epoch.
+
+With 4:2:0 chroma subsampling (libjpeg's default), libjpeg-turbo's cropped decode
+upsamples the chroma of the box's first and last columns from the box's edge, not from
+the columns beyond it: those two columns differ by a few levels, the rest not at all.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from recipes.data import augment
+from recipes.data import image_folder
+from recipes.data import pipeline
+
+
+def write_tree(root, subsampled):
+  """Two classes of smooth images 40-72 x 56: colour (chroma 4:2:0 when `subsampled`,
+  else 4:4:4) and grayscale JPEGs, and a PNG."""
+  rng = np.random.default_rng(0)
+  for c, name in enumerate(("a", "b")):
+    os.makedirs(os.path.join(root, name))
+    for i in range(5):
+      small = rng.uniform(0, 255, [5, 7, 3])
+      image = tf.cast(tf.image.resize(small, [40 + 8 * i, 56]), tf.uint8)
+      if i == 3:
+        data = tf.io.encode_png(image)
+      elif i == 4:
+        data = tf.io.encode_jpeg(tf.image.rgb_to_grayscale(image), quality=90)
+      else:
+        data = tf.io.encode_jpeg(image, quality=90, chroma_downsampling=subsampled)
+      ext = "png" if i == 3 else "jpg"
+      tf.io.write_file(os.path.join(root, name, f"{c}{i}.{ext}"), data)
+
+
+class DecodeAndCropTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = os.path.join(self.get_temp_dir(), "tree")
+    self.settings = pipeline.InputPipeline(
+        batch_size=4, image_size=16, random_resized_crop=(0.08, 1.0), random_flip=True,
+        mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), eval_image_size=16,
+        eval_crop_fraction=1.0, eval_resize_method="bilinear", randaugment=())
+
+  def test_same_pixels_as_decode_then_crop(self):
+    write_tree(self.root, subsampled=True)
+    for name in ("a", "b"):
+      for f in sorted(os.listdir(os.path.join(self.root, name))):
+        encoded = tf.io.read_file(os.path.join(self.root, name, f))
+        whole, _ = image_folder.decode(os.path.join(self.root, name, f), 0)
+        for s in range(4):
+          seed = tf.constant([s, 7], tf.int64)
+          begin, extent = augment.inception_box(self.settings, tf.shape(whole), seed)
+          got = augment.decode_and_crop(self.settings, encoded, seed).numpy()
+          want = tf.slice(whole, begin, extent).numpy()
+          self.assertEqual(got.shape, want.shape, msg=f)
+          self.assertAllEqual(got[:, 1:-1], want[:, 1:-1], msg=f)
+          self.assertAllClose(got, want, atol=16, msg=f)
+
+  def test_fused_epochs_equal_decoded_ones_and_rebuild_alike(self):
+    write_tree(self.root, subsampled=False)  # 4:4:4: no edge columns differ
+    source = image_folder.image_folder(self.root, test_per_class=1)
+    decoded = dataclasses.replace(source, read_encoded=None)
+    self.assertTrue(self.settings.decodes_with_crop(source))
+    self.assertFalse(self.settings.decodes_with_crop(decoded))
+    indices = np.arange(len(source.train_labels))
+
+    def epoch(src, e):
+      return [x.numpy() for x, _ in self.settings.train_dataset(src, indices, e, seed=3)]
+
+    fused = epoch(source, 1)
+    self.assertLen(fused, 2)
+    for got, want in zip(fused, epoch(decoded, 1)):
+      self.assertAllClose(got, want, atol=1e-5)
+    for got, again in zip(fused, epoch(source, 1)):  # a resumed run rebuilds epoch 1
+      self.assertAllEqual(got, again)
+    self.assertNotAllClose(fused[0], epoch(source, 2)[0])
+
+  def test_the_crop_resizes_with_or_without_antialiasing(self):
+    write_tree(self.root, subsampled=False)
+    source = image_folder.image_folder(self.root, test_per_class=1)
+    plain = self.settings.replace(random_resized_crop_antialias=False)
+    plain.check()
+    with self.assertRaisesRegex(ValueError, "random_resized_crop_antialias='no' must be"):
+      self.settings.replace(random_resized_crop_antialias="no").check()
+
+    def first_batch(p):
+      return next(iter(p.train_dataset(source, np.arange(8), 0, seed=3)))[0].numpy()
+
+    smooth, aliased = first_batch(self.settings), first_batch(plain)
+    self.assertEqual(smooth.shape, aliased.shape)  # the same crops, resized two ways
+    self.assertNotAllClose(smooth, aliased)
+
+
+if __name__ == "__main__":
+  tf.test.main()
