@@ -303,6 +303,15 @@ class InputPipeline:
       return data_echoing.echoed_count(num_examples // self.batch_size, self.echo_factor)
     return data_echoing.echoed_count(num_examples, self.echo_factor) // self.batch_size
 
+  def _train_images(self, source, chosen):
+    """The training examples `chosen`, resized; or their encoded bytes where training
+    decodes only each random resized crop's window (`decodes_with_crop`)."""
+    if self.decodes_with_crop(source):
+      return source.read_encoded("train", chosen)
+    return source.make_dataset("train", chosen).map(
+        lambda image, label: (self._resize(image), label),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
   def train_dataset(self, source, indices, epoch, seed, context=None):
     """Epoch `epoch` of the training examples `indices` (shuffled, augmented): global
     batches, or with `context` this input pipeline's per-replica batches."""
@@ -319,21 +328,14 @@ class InputPipeline:
       return ds.shuffle(self.echo_shuffle_buffer, seed=shuffle_seed,
                         reshuffle_each_iteration=False)
 
-    def resized(chosen):
-      if self.decodes_with_crop(source):  # bytes now, decoded with the crop in `prepare`
-        return source.read_encoded("train", chosen)
-      return source.make_dataset("train", chosen).map(
-          lambda image, label: (self._resize(image), label),
-          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-
     indices = np.asarray(indices)
     if self.sampler is not None and self.sampler.active(epoch):  # drawn, already in order
       order = self.sampler.epoch_order(source.train_labels[indices], source.num_classes,
                                        epoch, seed)
-      ds = resized(indices[order])
+      ds = self._train_images(source, indices[order])
     else:
       ds = self._base((source, "train", indices.astype(np.int64).tobytes()),
-                      lambda: resized(indices), n, self.train_resize or self.image_size)
+                      lambda: self._train_images(source, indices), n, self.train_resize or self.image_size)
       ds = ds.shuffle(min(n, self.shuffle_buffer), seed=shuffle_seed,
                       reshuffle_each_iteration=False)
     if echoing and self.echo_placement == "before_augmentation":
