@@ -1,4 +1,4 @@
-"""The tf.data input pipeline: select, resize (cached), shuffle, augment, batch, prefetch.
+"""The tf.data input pipeline: select, resize (cached), shuffle, augment, batch, normalise.
 
 Training randomness is stateless and keyed by (seed, epoch, position in the epoch),
 and the shuffle seed by (seed, epoch), so any epoch can be rebuilt exactly: a resumed
@@ -66,10 +66,12 @@ class InputPipeline:
       from image files, the shuffle holds the files' bytes and a JPEG is decoded only
       inside its crop's box (drawn from its header's shape: the same box, and the
       same pixels but the box's edge columns in 4:2:0 JPEGs; augment.decode_and_crop).
-    random_resized_crop_antialias: antialias the crop's resize to `image_size` (as
-      torchvision's RandomResizedCrop on PIL images); False: plain bilinear, as Model
-      Garden's and big_vision's ImageNet inputs resize (aliased when shrinking, and
-      about twice as fast a crop: docs/input.md).
+    random_resized_crop_method: "bilinear" or "bicubic", the crop's resize to
+      `image_size`.
+    random_resized_crop_antialias: antialias that resize (as torchvision's
+      RandomResizedCrop on PIL images); False: plain, as Model Garden's and big_vision's
+      ImageNet inputs resize (bilinear) and DeepMind's NFNet input (bicubic): aliased
+      when shrinking, and a faster crop (docs/input.md).
     color_jitter: () or (brightness, contrast, saturation): factors drawn from
       [1 - x, 1 + x], Model Garden's color_jitter (torchvision's ColorJitter without
       hue, in a fixed order where torchvision shuffles it).
@@ -121,6 +123,7 @@ class InputPipeline:
   random_flip: bool = False
   random_resized_crop: Optional[Sequence[float]] = None
   random_resized_crop_ratio: Sequence[float] = (3 / 4, 4 / 3)
+  random_resized_crop_method: str = "bilinear"
   random_resized_crop_antialias: bool = True
   color_jitter: Sequence[float] = ()
   randaugment: Optional[Sequence[int]] = None
@@ -249,10 +252,13 @@ class InputPipeline:
     options.experimental_optimization.map_parallelization = True
     return options
 
-  def _normalize(self, image):
-    mean = tf.constant(self.mean, tf.float32)
-    std = tf.constant(self.std, tf.float32)
-    return (tf.cast(image, tf.float32) / 255.0 - mean) / std
+  def _normalize(self, images):
+    """(x / 255 - mean) / std of pixels in [0, 255], as one multiply-add over a whole
+    batch (per image it cost as much as the antialiased resize: docs/input.md)."""
+    mean = np.asarray(self.mean, np.float64)
+    std = np.asarray(self.std, np.float64)
+    scale = tf.constant(1.0 / (255.0 * std), tf.float32)
+    return tf.cast(images, tf.float32) * scale + tf.constant(-mean / std, tf.float32)
 
   def _resize(self, image):
     """The deterministic first step of training preprocessing (cached); the image as it
@@ -344,7 +350,7 @@ class InputPipeline:
     def prepare(position, example):
       image, label = example
       key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
-      return self._normalize(self._augment(image, key)), label
+      return self._augment(image, key), label
 
     early = not share.whole and not echoing and not self.mixes
     ds = ds.enumerate()
@@ -355,6 +361,8 @@ class InputPipeline:
     if echoing and self.echo_placement == "after_augmentation":
       ds = echo_examples(ds)
     ds = ds.batch(share.per_replica if early else self.batch_size, drop_remainder=True)
+    ds = ds.map(lambda images, label: (self._normalize(images), label),
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if self.remix is not None:
       counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
       ds = augment.remix(self.remix, ds, counts, epoch_seed)

@@ -34,6 +34,18 @@ class PipelineTest(tf.test.TestCase):
     want = (images["test"][:4] / 255.0 - [0.5, 0.4, 0.3]) / [0.2, 0.25, 0.5]
     self.assertAllClose(got, want, atol=1e-5)
 
+  def test_training_normalisation(self):
+    # Normalised per batch, after augmentation: still (x / 255 - mean) / std of
+    # each image. Unaugmented, same size: each output is one of the source images.
+    source, images = toy_source()
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.5)
+    p = pipeline.InputPipeline(batch_size=5, image_size=6, mean=mean, std=std)
+    got = np.concatenate([x for x, _ in p.train_dataset(source, np.arange(20), 0, 0)])
+    want = (images["train"] / 255.0 - mean) / std
+    order = lambda x: np.argsort(x.reshape(len(x), -1)[:, 0] + 10 * x.reshape(len(x), -1)[:, 1])
+    self.assertEqual(got.shape, want.shape)
+    self.assertAllClose(got[order(got)], want[order(want)], atol=1e-5)
+
   def test_epochs_are_reproducible_and_differ(self):
     source, _ = toy_source()
     p = pipeline.InputPipeline(batch_size=4, image_size=8, random_crop_padding=2,
