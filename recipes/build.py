@@ -293,6 +293,7 @@ def build(model_dir, strategy, task, optimization, runtime):
     derived.update(taken)
     checks.model_fits(model, data.source.num_classes,
                       {pipeline.image_size, pipeline.eval_image_size})
+    checks.data_service_answers(pipeline.data_service)
     length = run_length(optimization, runtime, data, pipeline, plan.steps, model)
     optimizing = build_optimizer(optimization, runtime, model, length, plan.learning_rate)
     loss_fn = checks.construct("Task.loss", task.loss, class_counts=data.counts)

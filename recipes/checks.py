@@ -7,6 +7,7 @@ import math
 import numbers
 import os
 import re
+import socket
 import tempfile
 import typing
 
@@ -241,6 +242,21 @@ def batch(pipeline, num_examples, replicas):
     raise ConfigError(
         f"the training split has {num_examples} examples, fewer than one global batch "
         f"of {pipeline.batch_size}; lower InputPipeline.batch_size")
+
+
+def data_service_answers(address, timeout=10.0):
+  """Raises ConfigError when nothing listens at the tf.data service dispatcher `address`
+  (a well-formed "grpc://host:port", or None): the service's client would wait forever."""
+  if address is None:
+    return
+  host, port = address.split("://")[-1].rsplit(":", 1)
+  try:
+    socket.create_connection((host, int(port)), timeout=timeout).close()
+  except OSError as e:
+    raise ConfigError(
+        f"InputPipeline.data_service={address!r}: no dispatcher answers there "
+        f"({e.strerror or e}); start one (docs/input.md) or unset it to make batches "
+        "here") from None
 
 
 def model_fits(keras_model, num_classes, image_sizes):

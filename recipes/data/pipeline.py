@@ -17,6 +17,7 @@ unset (None) are taken from the model's zoo card (`with_card`).
 """
 
 import dataclasses
+import re
 from typing import Any, Optional, Sequence, Union
 
 import gin
@@ -30,11 +31,26 @@ from tricks import sampling
 from zoo import card as card_lib
 
 PAD_LABEL = -1
+DATA_SERVICE_MODES = ("parallel_epochs", "distributed_epoch")
 ECHO_PLACEMENTS = ("before_augmentation", "after_augmentation", "batch")
 # Fields a zoo card fills when they are left None.
 CARD_FIELDS = ("image_size", "eval_image_size", "eval_crop_fraction", "eval_resize_method",
                "mean", "std", "randaugment")
 Share = share_lib.Share  # where it was defined before share.py
+
+
+def check_data_service(address, mode):
+  """Raises ValueError unless `address` is None or "grpc://host:port" and `mode` a
+  processing mode of the tf.data service."""
+  if mode not in DATA_SERVICE_MODES:
+    raise ValueError(f"InputPipeline.data_service_mode={mode!r}; use one of "
+                     f"{', '.join(DATA_SERVICE_MODES)}")
+  if address is None:
+    return
+  match = isinstance(address, str) and re.fullmatch(r"(grpc://)?([^\s:/]+):(\d+)", address)
+  if not match or not 0 < int(match.group(3)) < 65536:
+    raise ValueError(f"InputPipeline.data_service={address!r} is not a dispatcher address; "
+                     "use 'grpc://host:port' (or None to make batches here)")
 
 
 @gin.configurable
@@ -110,6 +126,13 @@ class InputPipeline:
       2020), from its `start_epoch` on (deferred re-sampling, Cao et al. 2019). A
       sampled epoch is drawn from (seed, epoch) and read from the source (not the
       cache).
+    data_service: None, or the address of a tf.data service dispatcher
+      ("grpc://host:port"): training batches are made by its workers' CPUs, which read
+      the data at the same paths (docs/input.md). Evaluation stays local.
+    data_service_mode: "parallel_epochs" (each worker makes the whole epoch; with one
+      worker, the very batches made locally, and a resumed run sees the same) or
+      "distributed_epoch" (the workers split the epoch; its order then depends on their
+      timing).
   """
 
   batch_size: int = 32
@@ -146,6 +169,8 @@ class InputPipeline:
   mix_label_smoothing: float = 0.0
   sampler: Optional[sampling.Sampler] = None
   remix: Optional[Any] = None
+  data_service: Optional[str] = None
+  data_service_mode: str = "parallel_epochs"
 
   def __post_init__(self):
     if self.echo_placement not in ECHO_PLACEMENTS:
@@ -242,6 +267,7 @@ class InputPipeline:
         raise ValueError(f"InputPipeline.{name}={value!r} must be a whole number >= 1")
     if self.cache not in (True, False, "auto"):
       raise ValueError(f"InputPipeline.cache={self.cache!r}; use True, False or 'auto'")
+    check_data_service(self.data_service, self.data_service_mode)
     if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
       raise ValueError(f"InputPipeline.mean={self.mean} / std={self.std} need 3 values each, "
                        "std > 0")
@@ -374,6 +400,9 @@ class InputPipeline:
       ds = ds.repeat().take(self.steps_per_epoch(n))
     if not share.whole and not early:
       ds = share.cut(ds)
+    if self.data_service:  # the graph above runs on the service's workers
+      ds = ds.apply(tf.data.experimental.service.distribute(
+          processing_mode=self.data_service_mode, service=self.data_service))
     return ds.prefetch(tf.data.AUTOTUNE).with_options(self._options())
 
   def eval_image(self, image):

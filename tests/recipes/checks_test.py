@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import socket
 
 from absl.testing import parameterized
 import numpy as np
@@ -82,6 +83,16 @@ class ChecksTest(tf.test.TestCase, parameterized.TestCase):
     checks.best_metric_has_classes("balanced_accuracy", balanced, (20, 5))
     with self.assertRaisesRegex(ConfigError, "best_metric='few_shot_accuracy' but no class"):
       checks.best_metric_has_classes("few_shot_accuracy", balanced, (20, 5))
+
+  def test_data_service_must_answer(self):
+    checks.data_service_answers(None)
+    listening = socket.create_server(("localhost", 0))
+    port = listening.getsockname()[1]
+    checks.data_service_answers(f"grpc://localhost:{port}")  # something answers
+    listening.close()  # now nothing listens on that port
+    with self.assertRaisesRegex(ConfigError, rf"InputPipeline.data_service='grpc://localhost:"
+                                rf"{port}': no dispatcher answers there \(.*\); start one"):
+      checks.data_service_answers(f"grpc://localhost:{port}", timeout=2)
 
   def test_resume_config(self):
     model_dir = self.get_temp_dir()

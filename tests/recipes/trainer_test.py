@@ -266,6 +266,27 @@ class TrainerTest(tf.test.TestCase):
         on_step=lambda step, *_: losses.append(step))
     self.assertEqual(losses, list(range(8)))
 
+  def test_training_batches_from_a_tf_data_service(self):
+    # InputPipeline.data_service: a dispatcher and a worker on localhost make the
+    # training batches; one worker, parallel epochs: the same weights as made here.
+    tmp = self.get_temp_dir()
+    dispatcher = tf.data.experimental.service.DispatchServer()
+    worker = tf.data.experimental.service.WorkerServer(
+        tf.data.experimental.service.WorkerConfig(
+            dispatcher_address=dispatcher.target.split("://")[1]))
+    pipe = pipeline.InputPipeline(batch_size=32, image_size=16, random_crop_padding=1)
+    run(os.path.join(tmp, "here"), epochs=1, pipeline=pipe)
+    self.assertEqual(worker._num_tasks(), 0)
+    run(os.path.join(tmp, "served"), epochs=1,
+        pipeline=pipe.replace(data_service=dispatcher.target))
+    self.assertGreater(worker._num_tasks(), 0)  # the epoch was made by the worker
+    here = checkpoint_weights(os.path.join(tmp, "here"))
+    served = checkpoint_weights(os.path.join(tmp, "served"))
+    for name in here:
+      self.assertAllEqual(here[name], served[name], msg=name)
+    worker.stop()
+    dispatcher.stop()
+
   def test_validation_split_best_checkpoint_and_early_stopping(self):
     model_dir = os.path.join(self.get_temp_dir(), "val")
     # Patience 7 with 6 evaluations (one an epoch) can never run out: all 6 epochs
