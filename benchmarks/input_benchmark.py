@@ -16,8 +16,9 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`:
   `train` (random resized crop to 224, area 0.08-1, flip), `train_randaugment` (+
   RandAugment 2 x 9), `train_kang` (+ colour jitter 0.4, Kang et al. 2020's ImageNet-LT
   recipe), `eval` (centred 0.875 crop, resize to 224), `train_no_antialias` (`train`
-  resizing the crop without antialiasing, as Model Garden does; no torchvision row:
-  PIL always antialiases); ImageNet mean / std; nothing cached (one epoch's cost); a
+  resizing the crop without antialiasing, as Model Garden does) and `train_bicubic`
+  (plain bicubic, as DeepMind's NFNet input and the brock2021 recipe) (no torchvision
+  rows: PIL always antialiases); ImageNet mean / std; nothing cached (one epoch's cost); a
   shuffle buffer of one batch (a small share of the data, as 10000 of ImageNet's
   1.28M: a buffer holding the whole folder would decode it all in the untimed first
   batch). `train_decode_whole`: `train` decoding each whole JPEG
@@ -67,7 +68,7 @@ PUBLISHED = ("NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch), 1x A100 80GB
              "precision: 2470 img/s (PyTorch/Classification/ConvNets/resnet50v1.5/README.md,"
              " 'Training performance: NVIDIA DGX A100 (8x A100 80GB)')")
 PEERED = ("train", "train_randaugment", "train_kang", "eval")  # torchvision has these
-OURS = PEERED + ("train_no_antialias",)
+OURS = PEERED + ("train_no_antialias", "train_bicubic")
 # `train` as it was before the fused decode: every JPEG decoded whole, then cropped.
 WHOLE = "train_decode_whole"
 LIMITS = ("decode", "decode_and_crop", "decode_and_crop_resize")
@@ -153,6 +154,8 @@ def settings(name, batch_size):
       eval_resize_method="bilinear", cache=False, shuffle_buffer=batch_size)
   extra = {"train_randaugment": dict(randaugment=(2, 9)),
            "train_no_antialias": dict(random_resized_crop_antialias=False),
+           "train_bicubic": dict(random_resized_crop_method="bicubic",
+                                 random_resized_crop_antialias=False),
            "train_kang": dict(color_jitter=(0.4, 0.4, 0.4))}.get(name, {})
   return base.replace(**extra)
 

@@ -16,8 +16,7 @@ train_randaugment: + RandAugment(2, 9); train_kang: + ColorJitter(0.4, 0.4, 0.4)
 eval: Resize(256), CenterCrop(224); then ToTensor, Normalize(ImageNet).
 """
 
-import importlib.util
-import os
+import subprocess
 import sys
 import time
 
@@ -27,16 +26,11 @@ import torch  # pylint: disable=import-error
 def _stub_missing_ops():
   """A torchvision wheel whose C++ ops were built against a CUDA torch fails to import
   under a CPU-only torch (its fake-tensor registrations need `torchvision::nms`); the
-  data-loading code used here needs none of them, so declare the two it registers."""
-  spec = importlib.util.find_spec("torchvision")
-  folder = os.path.dirname(spec.origin) if spec and spec.origin else ""
-  library = [f for f in os.listdir(folder) if f.startswith("_C.")] if folder else []
-  try:
-    if library:
-      torch.ops.load_library(os.path.join(folder, library[0]))
-      return "ops"
-  except OSError:
-    pass
+  data-loading code used here needs none of them, so declare the two it registers. A
+  torchvision that imports as it is (tried in a child process) is left alone."""
+  if subprocess.run([sys.executable, "-c", "import torchvision"], stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, check=False).returncode == 0:
+    return "ops"
   lib = torch.library.Library("torchvision", "DEF")  # pylint: disable=no-member
   lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
   lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
