@@ -28,13 +28,15 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`:
 - the limit: `decode` (`tf.io.decode_jpeg` of the whole file) and `decode_and_crop`
   (`tf.image.decode_and_crop_jpeg` of the same random boxes as `train`), unbatched;
   and where the rest of `train`'s time goes: `decode_and_crop_resize` (+ the
-  antialiased resize to 224; flip, normalisation and batching make up the rest).
+  resize to 224 as `train` does it; flip, normalisation and batching make up the rest).
 
 Threads: tf.data runs every op of a pipeline in a private pool of N threads
 (`Options.threading.private_threadpool_size`), each op single-threaded
-(`max_intra_op_parallelism = 1`); torchvision runs N worker processes
-(`num_workers=N`; 0 would load in the main process, between training steps), each with
-`torch.set_num_threads(1)`. A measurement times `--batches` batches after an untimed
+(`max_intra_op_parallelism = 1`, and TensorFlow's process-wide intra-op pool set to
+one thread: the antialiased resize, ScaleAndTranslate, shards over that pool and not
+over tf.data's, so without it a 1-thread row borrows every core); torchvision runs N
+worker processes (`num_workers=N`; 0 would load in the main process, between training
+steps), each with `torch.set_num_threads(1)`. A measurement times `--batches` batches after an untimed
 first one (worker start, shuffle buffer fill). Rounds alternate every pipeline and
 thread count, the order flipped every round; each figure is the median over rounds,
 its noise the spread (max - min) / median, and a ratio is "ahead" only when every
@@ -171,8 +173,7 @@ def limit_dataset(name, paths, crop_settings):
     seed = tf.random.experimental.stateless_fold_in(tf.constant([0, 0], tf.int64), position)
     crop = augment.decode_and_crop(crop_settings, encoded, seed)
     if name == "decode_and_crop_resize":
-      size = crop_settings.image_size
-      return tf.image.resize(crop, [size, size], antialias=True)[0, 0]
+      return augment.resize_crop(crop_settings, crop)[0, 0]
     return tf.cast(crop[0, 0], tf.float32)
 
   ds = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=0).map(
@@ -344,9 +345,24 @@ def check_flags():
                          "Python with torch and torchvision, or leave the flag out")
 
 
+def one_intra_op_thread():
+  """Sets TensorFlow's process-wide intra-op pool to one thread; False when it is too
+  late (TensorFlow already ran). ScaleAndTranslate (the antialiased resize) shards its
+  work over that pool, not over tf.data's private one, so without this a row's "1
+  thread" would borrow every core for its resizes."""
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    return True
+  except RuntimeError:
+    return False
+
+
 def main(argv):
   del argv
   check_flags()
+  if not one_intra_op_thread():
+    print("note: TensorFlow's intra-op pool was already started; antialiased resizes "
+          "may use more cores than a row's threads")
   data = make_data(FLAGS.data_dir, FLAGS.images, FLAGS.classes)
   print(f"data: {data['images']} JPEGs in {data['classes']} classes at {FLAGS.data_dir}, "
         f"quality {data['quality']}, mean {data['mean_kb']:.0f} KB, "

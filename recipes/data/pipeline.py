@@ -367,7 +367,8 @@ class InputPipeline:
       ds = self._train_images(source, indices[order])
     else:
       ds = self._base((source, "train", indices.astype(np.int64).tobytes()),
-                      lambda: self._train_images(source, indices), n, self.train_resize or self.image_size)
+                      lambda: self._train_images(source, indices), n,
+                      self.train_resize or self.image_size)
       ds = ds.shuffle(min(n, self.shuffle_buffer), seed=shuffle_seed,
                       reshuffle_each_iteration=False)
     if echoing and self.echo_placement == "before_augmentation":
