@@ -103,6 +103,16 @@ class DecodeAndCropTest(tf.test.TestCase, parameterized.TestCase):
     for other in others:  # the four differ, so the test tells them apart
       self.assertNotAllClose(got, other, atol=1e-2)
 
+  @parameterized.parameters((7, 10), (16, 16), (16, 5), (17, 9), (30, 40))
+  def test_crops_no_larger_than_the_output_resize_alike_without_antialiasing(self, h, w):
+    # resize_crop takes plain bilinear for them: the triangle kernel widens only when
+    # it shrinks, so the pixels are the antialiased resize's, to float rounding.
+    image = tf.constant(np.random.default_rng(h * w).integers(0, 256, [h, w, 3]), tf.uint8)
+    got = augment.resize_crop(self.settings, image)
+    self.assertAllClose(got, tf.image.resize(image, [16, 16], antialias=True), atol=1e-3)
+    if max(h, w) > 16:  # shrunk on a side: antialiased, unlike plain bilinear
+      self.assertNotAllClose(got, tf.image.resize(image, [16, 16]), atol=1e-2)
+
   def test_bad_resize_settings_name_themselves(self):
     with self.assertRaisesRegex(ValueError, "random_resized_crop_antialias='no' must be"):
       self.settings.replace(random_resized_crop_antialias="no").check()
