@@ -344,6 +344,19 @@ class InputPipeline:
         lambda image, label: (self._resize(image), label),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
+  def _epoch_order(self, source, indices, epoch, seed, shuffle_seed):
+    """The training examples `indices` in epoch `epoch`'s order: drawn by the sampler,
+    or shuffled (from the cache when it holds them)."""
+    if self.sampler is not None and self.sampler.active(epoch):  # drawn, already in order
+      order = self.sampler.epoch_order(source.train_labels[indices], source.num_classes,
+                                       epoch, seed)
+      return self._train_images(source, indices[order])
+    ds = self._base((source, "train", indices.astype(np.int64).tobytes()),
+                    lambda: self._train_images(source, indices), len(indices),
+                    self.train_resize or self.image_size)
+    return ds.shuffle(min(len(indices), self.shuffle_buffer), seed=shuffle_seed,
+                      reshuffle_each_iteration=False)
+
   def train_dataset(self, source, indices, epoch, seed, context=None):
     """Epoch `epoch` of the training examples `indices` (shuffled, augmented): global
     batches, or with `context` this input pipeline's per-replica batches."""
@@ -361,16 +374,7 @@ class InputPipeline:
                         reshuffle_each_iteration=False)
 
     indices = np.asarray(indices)
-    if self.sampler is not None and self.sampler.active(epoch):  # drawn, already in order
-      order = self.sampler.epoch_order(source.train_labels[indices], source.num_classes,
-                                       epoch, seed)
-      ds = self._train_images(source, indices[order])
-    else:
-      ds = self._base((source, "train", indices.astype(np.int64).tobytes()),
-                      lambda: self._train_images(source, indices), n,
-                      self.train_resize or self.image_size)
-      ds = ds.shuffle(min(n, self.shuffle_buffer), seed=shuffle_seed,
-                      reshuffle_each_iteration=False)
+    ds = self._epoch_order(source, indices, epoch, seed, shuffle_seed)
     if echoing and self.echo_placement == "before_augmentation":
       ds = echo_examples(ds)
 
