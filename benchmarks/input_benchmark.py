@@ -21,8 +21,8 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`:
   rows: PIL always antialiases); ImageNet mean / std; nothing cached (one epoch's cost); a
   shuffle buffer of one batch (a small share of the data, as 10000 of ImageNet's
   1.28M: a buffer holding the whole folder would decode it all in the untimed first
-  batch). `train_decode_whole`: `train` decoding each whole JPEG
-  before cropping it (the pipeline before its fused decode-and-crop).
+  batch). `train_decode_whole` and `eval_decode_whole`: `train` and `eval` decoding
+  each whole JPEG before cropping it (the pipelines before their fused decodes).
 - torchvision (`--torch_python`, benchmarks/peer_torchvision.py): `ImageFolder` +
   `DataLoader` with the same transforms and PIL's decoder.
 - the limit: `decode` (`tf.io.decode_jpeg` of the whole file) and `decode_and_crop`
@@ -72,7 +72,8 @@ PUBLISHED = ("NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch), 1x A100 80GB
 PEERED = ("train", "train_randaugment", "train_kang", "eval")  # torchvision has these
 OURS = PEERED + ("train_no_antialias", "train_bicubic")
 # `train` as it was before the fused decode: every JPEG decoded whole, then cropped.
-WHOLE = "train_decode_whole"
+WHOLE = {"train_decode_whole": "train", "eval_decode_whole": "eval"}  # -> the fused one
+WHOLE_OF = {fused: whole for whole, fused in WHOLE.items()}
 LIMITS = ("decode", "decode_and_crop", "decode_and_crop_resize")
 PEER = "torchvision"
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -87,8 +88,8 @@ flags.DEFINE_integer("batch_size", 128, "images a batch")
 flags.DEFINE_integer("batches", 8, "timed batches a measurement")
 flags.DEFINE_integer("rounds", 3, "alternated rounds")
 flags.DEFINE_list("threads", ["1", "2"], "CPU threads (tf.data) / workers (torchvision)")
-flags.DEFINE_list("pipelines", list(OURS + (WHOLE,) + LIMITS),
-                  f"of {', '.join(OURS + (WHOLE,) + LIMITS)}")
+flags.DEFINE_list("pipelines", list(OURS + tuple(WHOLE) + LIMITS),
+                  f"of {', '.join(OURS + tuple(WHOLE) + LIMITS)}")
 flags.DEFINE_string("torch_python", None, "a Python with torch and torchvision: adds "
                     "torchvision's ImageFolder + DataLoader (benchmarks/peer_torchvision.py)")
 flags.DEFINE_float("accelerator_rate", 2470.0, "ResNet-50 training img/s of one "
@@ -195,14 +196,14 @@ def threaded(dataset, threads):
 
 def ours_dataset(name, folder, epoch, batch_size):
   """The project's pipeline `name` (OURS) over the whole folder, or a limit (LIMITS)."""
-  p = settings(name, batch_size)
-  if name == "eval":
-    return p.eval_dataset(folder.source, "train")
+  p = settings(WHOLE.get(name, name), batch_size)
   if name in LIMITS:
     return limit_dataset(name, np.asarray(folder.paths), p)
   source = folder.source
-  if name == WHOLE:  # no file bytes: the pipeline decodes whole images
+  if name in WHOLE:  # no file bytes: the pipeline decodes whole images
     source = dataclasses.replace(source, read_encoded=None)
+  if WHOLE.get(name, name) == "eval":
+    return p.eval_dataset(source, "train")
   return p.train_dataset(source, np.arange(len(folder.paths)), epoch, seed=0)
 
 
@@ -296,9 +297,10 @@ def summary(rates, accelerator_rate):
     others = {"over_torchvision": (name, threads, PEER),
               "over_decode_and_crop": ("decode_and_crop", threads, "limit"),
               "over_decode": ("decode", threads, "limit"),
-              "over_decode_whole": (WHOLE, threads, "ours") if name == "train" else None}
+              "over_decode_whole": (WHOLE_OF.get(name), threads, "ours")}
     for key, peer_key in others.items():
-      if kind == "ours" and peer_key in rates and (key == "over_torchvision" or name != "eval"):
+      if kind == "ours" and peer_key in rates and (
+          key in ("over_torchvision", "over_decode_whole") or name != "eval"):
         ratios = [a / b for a, b in zip(values, rates[peer_key])]
         row[key] = dict(median=statistics.median(ratios), low=min(ratios), high=max(ratios),
                         ahead=min(ratios) > 1)
@@ -322,12 +324,13 @@ def print_table(rows):
   for row in rows:
     if "over_decode_whole" in row:
       ratio = row["over_decode_whole"]
-      print(f"fused decode-and-crop: train / {WHOLE} at {row['threads']} threads: "
+      print(f"fused decode-and-crop: {row['pipeline']} / {WHOLE_OF[row['pipeline']]} at "
+            f"{row['threads']} threads: "
             f"{ratio['median']:.2f} ({ratio['low']:.2f}-{ratio['high']:.2f})")
 
 
 def check_flags():
-  known = OURS + (WHOLE,) + LIMITS
+  known = OURS + tuple(WHOLE) + LIMITS
   unknown = [n for n in FLAGS.pipelines if n not in known]
   if unknown:
     raise app.UsageError(f"--pipelines: {unknown[0]!r} is none of {', '.join(known)}")

@@ -4,7 +4,8 @@ A `ModelCard` holds a model's training and test resolutions, its evaluation crop
 resize method, the pipeline normalisation (x / 255 - mean) / std, its RandAugment
 setting and the regex naming its blocks (for `tricks.recompute`). `eval_preprocess`
 is the one evaluation preprocessing: the trainer's evaluation and the exported
-SavedModel (`zoo/export.py`) both call it.
+SavedModel (`zoo/export.py`) both call it (on encoded images, through
+`eval_preprocess_encoded`, which decodes a JPEG only inside its crop).
 
 NFNets test on a centred square crop of S / (S + 32) of the shorter side, resized
 bicubically to S (Brock et al. 2021, arXiv:2102.06171; DeepMind's
@@ -87,6 +88,39 @@ def deepmind_eval_crop(test_size):
   return test_size / (test_size + DEEPMIND_CROP_PADDING)
 
 
+def centre_crop_box(shape, crop):
+  """(top, left, side) of the centred square of side int(crop * min(H, W)) (at least
+  1) of an image of `shape` ([H, W, ...]), offsets ((H - side) + 1) // 2 and
+  ((W - side) + 1) // 2 as DeepMind's `_decode_and_center_crop`."""
+  height, width = shape[0], shape[1]
+  short = tf.cast(tf.minimum(height, width), tf.float64)
+  side = tf.maximum(tf.cast(short * float(crop), tf.int32), 1)
+  return (height - side + 1) // 2, (width - side + 1) // 2, side
+
+
+def eval_preprocess_encoded(encoded, size, crop=1.0, mean=IMAGENET_MEAN,
+                            std=IMAGENET_STD, method="bilinear"):
+  """`eval_preprocess` of one encoded image (JPEG, PNG, GIF, BMP bytes). A JPEG is
+  decoded only inside its centred crop (libjpeg-turbo's cropped decode, the box from
+  the header's shape): the same pixels as decoding it whole, but the box's first and
+  last columns of 4:2:0-subsampled JPEGs, whose chroma is upsampled from the box's edge
+  (a few levels)."""
+
+  def jpeg():
+    top, left, side = centre_crop_box(tf.image.extract_jpeg_shape(encoded), crop)
+    image = tf.image.decode_and_crop_jpeg(encoded, tf.stack([top, left, side, side]),
+                                          channels=3)
+    return eval_preprocess(image, size, 1.0, mean, std, method)
+
+  def other():
+    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    return eval_preprocess(image, size, crop, mean, std, method)
+
+  if crop == 1:
+    return other()
+  return tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
+
+
 def eval_preprocess(image, size, crop=1.0, mean=IMAGENET_MEAN, std=IMAGENET_STD,
                     method="bilinear"):
   """One H x W x 3 image (uint8, or float in [0, 255]) to float32 size x size x 3.
@@ -101,12 +135,7 @@ def eval_preprocess(image, size, crop=1.0, mean=IMAGENET_MEAN, std=IMAGENET_STD,
   if method not in RESIZE_METHODS:
     raise ValueError(f"eval_preprocess method={method!r}: use one of {RESIZE_METHODS}")
   if crop < 1:
-    shape = tf.shape(image)
-    height, width = shape[0], shape[1]
-    short = tf.cast(tf.minimum(height, width), tf.float64)
-    side = tf.maximum(tf.cast(short * float(crop), tf.int32), 1)
-    top = (height - side + 1) // 2
-    left = (width - side + 1) // 2
+    top, left, side = centre_crop_box(tf.shape(image), crop)
     image = image[top:top + side, left:left + side]
   if method == "bilinear":
     image = tf.image.resize(image, [size, size], antialias=True)

@@ -3,9 +3,10 @@
 `export_saved_model(model, path, image_size, mean, std)` writes a SavedModel whose
 default signature takes a batch of encoded images (JPEG, PNG, GIF, BMP bytes) and
 returns logits, softmax probabilities and the top class. Each image is decoded to
-RGB and preprocessed by `zoo.card.eval_preprocess` (centred square crop of
-`crop_fraction` of the shorter side, resize with `method`, (x / 255 - mean) / std),
-the function evaluation runs, so a served image scores as it did in evaluation.
+RGB and preprocessed by `zoo.card.eval_preprocess_encoded` (centred square crop of
+`crop_fraction` of the shorter side, a JPEG decoded only inside it; resize with
+`method`, (x / 255 - mean) / std), the function evaluation of image files runs, so a
+served image scores as it did in evaluation.
 """
 
 import tensorflow as tf
@@ -27,9 +28,8 @@ class _Serving(tf.Module):
     self.method = method
 
   def preprocess(self, encoded):
-    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
-    return card_lib.eval_preprocess(image, self.image_size, self.crop_fraction,
-                                    self.mean, self.std, self.method)
+    return card_lib.eval_preprocess_encoded(encoded, self.image_size, self.crop_fraction,
+                                            self.mean, self.std, self.method)
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
   def serve(self, images):

@@ -432,6 +432,12 @@ class InputPipeline:
 
     def preprocessed():
       chosen = None if indices is None else np.asarray(indices)
+      if source.read_encoded is not None:  # image files: a JPEG decoded inside its crop
+        return source.read_encoded(split, chosen).map(
+            lambda encoded, label: (card_lib.eval_preprocess_encoded(
+                encoded, size, self.eval_crop_fraction, self.mean, self.std,
+                self.eval_resize_method), label),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
       return source.make_dataset(split, chosen).map(
           lambda image, label: (self.eval_image(image), label),
           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -35,7 +35,7 @@ class InputBenchmarkTest(tf.test.TestCase):
     with flagsaver.flagsaver(data_dir=root, images=12, classes=2, batch_size=4, batches=2,
                              rounds=1, threads=["1"], output=output,
                              pipelines=["train", "eval", "decode_and_crop",
-                                        "train_decode_whole"]):
+                                        "train_decode_whole", "eval_decode_whole"]):
       input_benchmark.main([])
     with open(output) as f:
       result = json.load(f)
@@ -43,7 +43,8 @@ class InputBenchmarkTest(tf.test.TestCase):
     self.assertIn("2470 img/s", result["accelerator_source"])
     rows = {(r["pipeline"], r["kind"]): r for r in result["rows"]}
     self.assertCountEqual(rows, [("train", "ours"), ("eval", "ours"),
-                                 ("decode_and_crop", "limit"), ("train_decode_whole", "ours")])
+                                 ("decode_and_crop", "limit"), ("train_decode_whole", "ours"),
+                                 ("eval_decode_whole", "ours")])
     train = rows[("train", "ours")]
     self.assertGreater(train["images_per_second"], 0)
     self.assertLen(train["rounds"], 1)
@@ -57,6 +58,10 @@ class InputBenchmarkTest(tf.test.TestCase):
                         / rows[("train_decode_whole", "ours")]["images_per_second"])
     self.assertNotIn("over_torchvision", train)
     self.assertNotIn("over_decode_and_crop", rows[("eval", "ours")])
+    evaluation = rows[("eval", "ours")]
+    self.assertAllClose(evaluation["over_decode_whole"]["median"],
+                        evaluation["images_per_second"]
+                        / rows[("eval_decode_whole", "ours")]["images_per_second"])
 
   def test_bad_flags_and_missing_peer_say_so(self):
     with flagsaver.flagsaver(pipelines=["train", "jpeg"]):

@@ -57,6 +57,22 @@ class EvalPreprocessTest(tf.test.TestCase, parameterized.TestCase):
                                "bicubic")
     self.assertAllClose(got, normalise(image[16:272, 32:288]), atol=1e-5)
 
+  def test_encoded_jpeg_decodes_only_its_crop(self):
+    # The published F0 geometry from JPEG bytes (4:4:4: no chroma upsampling at the
+    # crop's edge): rows 16-271 and columns 32-287 of the decoded image, as above; a
+    # PNG takes the whole decode. Both equal eval_preprocess of the decoded image.
+    image = pixels(288, 320, seed=2)
+    crop = card.deepmind_eval_crop(256)
+    self.assertAllEqual([t.numpy() for t in card.centre_crop_box([288, 320], crop)],
+                        [16, 32, 256])
+    jpeg = tf.io.encode_jpeg(image, quality=95, chroma_downsampling=False)
+    for encoded in (jpeg, tf.io.encode_png(image)):
+      decoded = tf.io.decode_image(encoded, channels=3)
+      got = card.eval_preprocess_encoded(encoded, 256, crop, MEAN, STD, "bicubic")
+      self.assertAllClose(got, normalise(decoded.numpy()[16:272, 32:288]), atol=1e-5)
+      self.assertAllClose(got, card.eval_preprocess(decoded, 256, crop, MEAN, STD,
+                                                    "bicubic"), atol=1e-5)
+
   def test_bilinear_crop_is_antialiased_resize_of_the_crop(self):
     image = pixels(60, 40, seed=2)  # portrait: the crop's side comes from the width
     cropped = deepmind_crop(image, 16)

@@ -52,6 +52,14 @@ class ExportTest(tf.test.TestCase):
         images=tf.constant(encoded))
     self.assertAllClose(served["logits"], model(images, training=False), rtol=1e-4,
                         atol=1e-5)
+    # JPEG bytes: decoded inside the crop, as evaluation of image files decodes them.
+    jpegs = [tf.io.encode_jpeg(p).numpy() for p in pixels]
+    images = tf.stack([card.eval_preprocess_encoded(e, 16, crop, MEAN, STD, "bicubic")
+                       for e in jpegs])
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        images=tf.constant(jpegs))
+    self.assertAllClose(served["logits"], model(images, training=False), rtol=1e-4,
+                        atol=1e-5)
     with self.assertRaisesRegex(ValueError, "method='area'"):
       export.export_saved_model(model, path, 16, MEAN, STD, method="area")
 

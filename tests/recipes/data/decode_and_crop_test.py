@@ -84,6 +84,25 @@ class DecodeAndCropTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllEqual(got, again)
     self.assertNotAllClose(fused[0], epoch(source, 2)[0])
 
+  @parameterized.parameters(False, True)
+  def test_evaluation_decodes_only_the_centre_crop(self, subsampled):
+    # Evaluation from image files decodes a JPEG inside its centred crop: the pixels of
+    # decoding it whole, but (4:2:0) the crop's edge columns, whose chroma is upsampled
+    # from the edge: after the resize, the outer output columns, by up to 16 levels.
+    write_tree(self.root, subsampled)
+    source = image_folder.image_folder(self.root, test_per_class=1)
+    p = self.settings.replace(eval_crop_fraction=0.6, eval_resize_method="bicubic")
+    got = np.concatenate([x for x, _ in p.eval_dataset(source, "train")])
+    want = np.stack([p.eval_image(image) for image, _ in source.make_dataset("train")])
+    self.assertEqual(got.shape[0], 8)  # 4 + 4 training images: two whole batches of 4
+    levels = np.abs(got - want[:8]) * 0.25 * 255  # std 0.25 of x / 255
+    self.assertAllClose(levels[:, :, 2:-2], np.zeros_like(levels[:, :, 2:-2]), atol=1e-3)
+    self.assertLess(levels.max(), 16.0)
+    if subsampled:  # the edge columns do differ (the test would see a whole decode)
+      self.assertGreater(levels.max(), 1.0)
+    else:
+      self.assertLess(levels.max(), 1e-3)
+
   @parameterized.parameters(*RESIZES)
   def test_the_crop_resizes_by_its_method(self, method, antialias):
     # torchvision's crop (antialiased bilinear), Model Garden's (plain bilinear),
