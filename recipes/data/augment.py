@@ -16,9 +16,8 @@ import tensorflow as tf
 from official.vision.ops import augment as mg_augment
 from official.vision.ops import preprocess_ops
 from recipes.data import autoaugment_pil
+from zoo import card as card_lib
 
-# Resize methods of the random resized crop.
-RESIZE_METHODS = ("bilinear", "bicubic")
 # The PIL port's CIFAR-10 policy at its own magnitudes (Ren et al.'s copy).
 PIL_POLICIES = {"cifar10_pil": autoaugment_pil.CIFAR10Policy}
 
@@ -70,10 +69,10 @@ def check(settings):
   if not (len(ratio) == 2 and 0 < ratio[0] <= ratio[1]):
     raise ValueError(f"InputPipeline.random_resized_crop_ratio={ratio!r} must be (min, "
                      "max) aspect ratios with 0 < min <= max, e.g. (0.75, 1.333)")
-  if settings.random_resized_crop_method not in RESIZE_METHODS:
+  if settings.random_resized_crop_method not in card_lib.RESIZE_METHODS:
     raise ValueError("InputPipeline.random_resized_crop_method="
                      f"{settings.random_resized_crop_method!r}; use one of "
-                     f"{', '.join(RESIZE_METHODS)}")
+                     f"{', '.join(card_lib.RESIZE_METHODS)}")
   if not isinstance(settings.random_resized_crop_antialias, bool):
     raise ValueError("InputPipeline.random_resized_crop_antialias="
                      f"{settings.random_resized_crop_antialias!r} must be True or False")
