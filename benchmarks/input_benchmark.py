@@ -36,11 +36,11 @@ Threads: tf.data runs every op of a pipeline in a private pool of N threads
 one thread: the antialiased resize, ScaleAndTranslate, shards over that pool and not
 over tf.data's, so without it a 1-thread row borrows every core); torchvision runs N
 worker processes (`num_workers=N`; 0 would load in the main process, between training
-steps), each with `torch.set_num_threads(1)`. A measurement times `--batches` batches after an untimed
-first one (worker start, shuffle buffer fill). Rounds alternate every pipeline and
-thread count, the order flipped every round; each figure is the median over rounds,
-its noise the spread (max - min) / median, and a ratio is "ahead" only when every
-round's ratio is above 1.
+steps), each with `torch.set_num_threads(1)`. A measurement times `--batches` batches
+after an untimed first one (worker start, shuffle buffer fill). Rounds alternate every
+pipeline and thread count, the order flipped every round; each figure is the median
+over rounds, its noise the spread (max - min) / median, and a ratio is "ahead" only
+when every round's ratio is above 1.
 
 Cores to feed a GPU: the published ResNet-50 v1.5 training rate `--accelerator_rate`
 (default: NVIDIA's 2470 img/s, one A100 80GB, mixed precision, NVIDIA
@@ -62,6 +62,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import cpu_input
 from recipes.data import augment
 from recipes.data import image_folder
 from recipes.data import pipeline
@@ -107,15 +108,6 @@ def jpeg_shape(rng):
   return int(size[0]), int(size[1])
 
 
-def photo_like(rng, height, width):
-  """Smooth colour fields with mid-scale texture and grain: JPEG sizes of photos."""
-  coarse = rng.uniform(0, 255, [height // 24 + 2, width // 24 + 2, 3])
-  mid = rng.normal(0, 50, [height // 4 + 1, width // 4 + 1, 3])
-  image = (tf.image.resize(coarse, [height, width], "bicubic")
-           + tf.image.resize(mid, [height, width]) + rng.normal(0, 14, [height, width, 3]))
-  return tf.cast(tf.clip_by_value(image, 0, 255), tf.uint8)
-
-
 def make_data(root, count, classes, seed=0):
   """Writes `count` JPEGs into `classes` folders under `root` (kept when a previous
   call wrote the same); returns what was chosen."""
@@ -132,7 +124,7 @@ def make_data(root, count, classes, seed=0):
     folder = os.path.join(root, f"class_{i % classes:03d}")
     os.makedirs(folder, exist_ok=True)
     height, width = jpeg_shape(rng)
-    data = tf.io.encode_jpeg(photo_like(rng, height, width), quality=90).numpy()
+    data = tf.io.encode_jpeg(cpu_input.photo_like(rng, height, width), quality=90).numpy()
     with open(os.path.join(folder, f"{i:06d}.jpg"), "wb") as f:
       f.write(data)
     sizes.append(len(data))
@@ -184,14 +176,6 @@ def limit_dataset(name, paths, crop_settings):
   else:
     ds = ds.enumerate().map(decode_and_crop, num_parallel_calls=tf.data.AUTOTUNE)
   return ds.prefetch(tf.data.AUTOTUNE)
-
-
-def threaded(dataset, threads):
-  """`dataset` run in a private pool of `threads` threads, each op on one."""
-  options = tf.data.Options()
-  options.threading.private_threadpool_size = threads
-  options.threading.max_intra_op_parallelism = 1
-  return dataset.with_options(options)
 
 
 def ours_dataset(name, folder, epoch, batch_size):
@@ -278,7 +262,7 @@ def measure(folder, peer, names, threads, rounds, batches, batch_size):
       if kind == PEER:
         seconds = peer.seconds(name, n_threads, batches)
       else:
-        ds = threaded(ours_dataset(name, folder, r, batch_size), n_threads)
+        ds = cpu_input.threaded(ours_dataset(name, folder, r, batch_size), n_threads)
         seconds = time_dataset(ds, images if kind == "limit" else batches)
       rates[(name, n_threads, kind)].append(images / seconds)
       print(f"  round {r + 1}: {kind} {name} x{n_threads}: {images / seconds:.1f} img/s",
@@ -348,22 +332,10 @@ def check_flags():
                          "Python with torch and torchvision, or leave the flag out")
 
 
-def one_intra_op_thread():
-  """Sets TensorFlow's process-wide intra-op pool to one thread; False when it is too
-  late (TensorFlow already ran). ScaleAndTranslate (the antialiased resize) shards its
-  work over that pool, not over tf.data's private one, so without this a row's "1
-  thread" would borrow every core for its resizes."""
-  try:
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    return True
-  except RuntimeError:
-    return False
-
-
 def main(argv):
   del argv
   check_flags()
-  if not one_intra_op_thread():
+  if not cpu_input.one_intra_op_thread():
     print("note: TensorFlow's intra-op pool was already started; antialiased resizes "
           "may use more cores than a row's threads")
   data = make_data(FLAGS.data_dir, FLAGS.images, FLAGS.classes)

@@ -1,0 +1,122 @@
+"""What each of Model Garden's RandAugment ops costs an image, on one CPU thread.
+
+    ./bazelw run //benchmarks:randaugment_ops
+
+`--images` photo-like 224 x 224 uint8 images (as //benchmarks:input's JPEGs), held in
+memory; each op of `official.vision.ops.augment.RandAugment` at `--magnitude`, alone
+(RandAugment(1, m) with every other op excluded: it draws the op or the identity, each
+for about half the images), and the whole RandAugment(2, m) the recipes use, each as a
+one-thread tf.data map (TensorFlow's intra-op pool pinned to one thread, as
+//benchmarks:input does), alternated over `--rounds` rounds with the order flipped.
+A figure is milliseconds an image over the same map doing nothing, the median over
+rounds, the first image of each pass untimed (the iterator's set-up); an op's is twice
+its excess (it runs on half the images). docs/input.md uses these to say where
+RandAugment's time goes.
+"""
+
+import json
+import statistics
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+from benchmarks import cpu_input
+from official.vision.ops import augment as mg_augment
+
+WHOLE = "RandAugment(2, m)"
+OPS = tuple(mg_augment.RandAugment().available_ops)
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("images", 256, "224 x 224 images a measurement")
+flags.DEFINE_integer("magnitude", 9, "RandAugment's magnitude")
+flags.DEFINE_integer("rounds", 3, "alternated rounds")
+flags.DEFINE_list("ops", list(OPS), f"of {', '.join(OPS)}")
+flags.DEFINE_string("output", None, "write the figures as JSON here")
+
+
+def photos(count, size=224, seed=0):
+  """`count` photo-like size x size uint8 images, in memory."""
+  rng = np.random.default_rng(seed)
+  pixels = np.stack([cpu_input.photo_like(rng, size, size).numpy()
+                     for _ in range(count)])
+  return tf.data.Dataset.from_tensor_slices(pixels).cache()
+
+
+def mapped(images, name, magnitude):
+  """The one-thread map of `name` (an op, WHOLE, or None: nothing) over `images`."""
+  if name is None:
+    fn = tf.identity
+  elif name == WHOLE:
+    fn = mg_augment.RandAugment(2, magnitude).distort
+  else:
+    others = [o for o in OPS if o != name]
+    fn = mg_augment.RandAugment(1, magnitude, exclude_ops=others).distort
+  # A sum of the result, so nothing is pruned and little is kept.
+  return cpu_input.threaded(
+      images.map(lambda x: tf.reduce_sum(tf.cast(fn(x), tf.int32))), 1)
+
+
+def seconds(dataset):
+  """Seconds for the elements after the first (the iterator's set-up untimed)."""
+  iterator = iter(dataset)
+  next(iterator)
+  start = time.perf_counter()
+  for _ in iterator:
+    pass
+  return time.perf_counter() - start
+
+
+def measure(names, count, magnitude, rounds):
+  """{name: [ms an image a round]}: the excess over doing nothing (an op's doubled)."""
+  images = photos(count)
+  for _ in images:  # fill the cache
+    pass
+  datasets = {n: mapped(images, n, magnitude) for n in (None,) + tuple(names)}
+  for dataset in datasets.values():  # a first, untimed pass of each
+    seconds(dataset)
+  result = {n: [] for n in names}
+  for r in range(rounds):
+    for name in (names if r % 2 == 0 else names[::-1]):
+      base, took = seconds(datasets[None]), seconds(datasets[name])
+      share = 1.0 if name == WHOLE else 0.5
+      result[name].append((took - base) / share / (count - 1) * 1e3)
+      print(f"  round {r + 1}: {name}: {result[name][-1]:.2f} ms an image", flush=True)
+  return result
+
+
+def check_flags():
+  unknown = [o for o in FLAGS.ops if o not in OPS]
+  if unknown:
+    raise app.UsageError(f"--ops: {unknown[0]!r} is none of {', '.join(OPS)}")
+  for name, least in (("images", 2), ("rounds", 1)):
+    if getattr(FLAGS, name) < least:
+      raise app.UsageError(f"--{name}={getattr(FLAGS, name)} must be >= {least}")
+  if not 0 <= FLAGS.magnitude <= 30:
+    raise app.UsageError(f"--magnitude={FLAGS.magnitude} must be in [0, 30]")
+
+
+def main(argv):
+  del argv
+  check_flags()
+  cpu_input.one_intra_op_thread()
+  names = tuple(FLAGS.ops) + (WHOLE,)
+  result = measure(names, FLAGS.images, FLAGS.magnitude, FLAGS.rounds)
+  rows = sorted(({"op": n, "ms_per_image": statistics.median(v), "rounds": v}
+                 for n, v in result.items()), key=lambda row: -row["ms_per_image"])
+  print(f"\n{'op':<20}{'ms an image':>12}  (one thread, {FLAGS.images} images of 224 x 224, "
+        f"magnitude {FLAGS.magnitude}, median of {FLAGS.rounds} rounds)")
+  for row in rows:
+    spread = f"{min(row['rounds']):.2f}-{max(row['rounds']):.2f}"
+    print(f"{row['op']:<20}{row['ms_per_image']:>12.2f}  ({spread})")
+  if FLAGS.output:
+    with open(FLAGS.output, "w") as f:
+      json.dump(dict(images=FLAGS.images, magnitude=FLAGS.magnitude, rounds=FLAGS.rounds,
+                     tensorflow=tf.__version__, rows=rows), f, indent=1)
+    print(f"wrote {FLAGS.output}")
+
+
+if __name__ == "__main__":
+  app.run(main)
