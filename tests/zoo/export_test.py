@@ -45,21 +45,18 @@ class ExportTest(tf.test.TestCase):
     path = export.export_saved_model(model, os.path.join(self.get_temp_dir(), "sm"),
                                      image_size=16, mean=MEAN, std=STD,
                                      crop_fraction=crop, method="bicubic")
-    pixels, encoded = encoded_images(n=2, size=20, width=30)
-    images = tf.stack([card.eval_preprocess(p, 16, crop, MEAN, STD, "bicubic")
-                       for p in pixels])
-    served = tf.saved_model.load(path).signatures["serving_default"](
-        images=tf.constant(encoded))
-    self.assertAllClose(served["logits"], model(images, training=False), rtol=1e-4,
-                        atol=1e-5)
-    # JPEG bytes: decoded inside the crop, as evaluation of image files decodes them.
+    pixels, pngs = encoded_images(n=2, size=20, width=30)
     jpegs = [tf.io.encode_jpeg(p).numpy() for p in pixels]
-    images = tf.stack([card.eval_preprocess_encoded(e, 16, crop, MEAN, STD, "bicubic")
-                       for e in jpegs])
-    served = tf.saved_model.load(path).signatures["serving_default"](
-        images=tf.constant(jpegs))
-    self.assertAllClose(served["logits"], model(images, training=False), rtol=1e-4,
-                        atol=1e-5)
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    # PNGs: the decoded image's crop. JPEG bytes: decoded inside the crop, as
+    # evaluation of image files decodes them.
+    for encoded, evaluated in ((pngs, [card.eval_preprocess(p, 16, crop, MEAN, STD, "bicubic")
+                                       for p in pixels]),
+                               (jpegs, [card.eval_preprocess_encoded(
+                                   e, 16, crop, MEAN, STD, "bicubic") for e in jpegs])):
+      served = serve(images=tf.constant(encoded))
+      self.assertAllClose(served["logits"], model(tf.stack(evaluated), training=False),
+                          rtol=1e-4, atol=1e-5)
     with self.assertRaisesRegex(ValueError, "method='area'"):
       export.export_saved_model(model, path, 16, MEAN, STD, method="area")
 
