@@ -72,8 +72,9 @@ PUBLISHED = ("NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch), 1x A100 80GB
              " 'Training performance: NVIDIA DGX A100 (8x A100 80GB)')")
 PEERED = ("train", "train_randaugment", "train_kang", "eval")  # torchvision has these
 OURS = PEERED + ("train_no_antialias", "train_bicubic")
-# `train` as it was before the fused decode: every JPEG decoded whole, then cropped.
-WHOLE = {"train_decode_whole": "train", "eval_decode_whole": "eval"}  # -> the fused one
+# `train` and `eval` as they were before their fused decodes: every JPEG decoded whole,
+# then cropped; each maps to its fused pipeline.
+WHOLE = {"train_decode_whole": "train", "eval_decode_whole": "eval"}
 WHOLE_OF = {fused: whole for whole, fused in WHOLE.items()}
 LIMITS = ("decode", "decode_and_crop", "decode_and_crop_resize")
 PEER = "torchvision"
