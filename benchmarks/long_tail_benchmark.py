@@ -3,26 +3,32 @@
     ./bazelw run //benchmarks:long_tail                # every method, seeds 0, 1, 2
     ./bazelw run //benchmarks:long_tail -- --quick     # cross-entropy, LA, LDAM-DRW; seed 0
 
-Each method is a recipe (default recipes/fashion_mnist_long_tail.gin: Fashion-MNIST-LT,
-rho = 100, CIFAR ResNet-20) with the method's Gin bindings, run as the user runs it
-(`python -m recipes.train`, one process a run, one run at a time). The methods that
+Each method is a recipe (default: the flagship, recipes/nfnet_long_tail.gin, NFNet-nano
+on Fashion-MNIST-LT at rho = 100) with the method's Gin bindings, run as the user runs
+it (`python -m recipes.train`, one process a run, one run at a time). The methods that
 change a trained model (cRT, LWS, the tau-normalised classifier, post-hoc adjustment)
 start from the cross-entropy run of the same seed, as Kang et al. and Menon et al. do;
 weight balancing's stage 2 from its own stage 1 (cross-entropy, weight decay 5e-3).
 
-Every run keeps its own directory under --out_dir (<method>/seed<k>); a finished run
-(its metrics.json) is read, not run again, and an interrupted one resumes from its
-checkpoint, so the table can be filled over several sittings. Prints balanced, many-,
-medium- and few-shot test accuracy per method: mean and standard deviation over the
-seeds, and each method's difference from cross-entropy against the two runs' seed
-noise (the standard error of the difference; "within noise" below twice that); writes
-the table (long_tail.md), the values (long_tail.json) and a plot (long_tail.png).
+Every run keeps its own directory under --out_dir (<method>/seed<k>), keyed on what
+fixes its configuration (benchmarks/runs.py): a rerun reads a finished run of the very
+same configuration and code, resumes an interrupted one, and stops with one line on a
+stale one (--rerun_stale deletes and reruns it), so the table can be filled over
+several sittings and never mixes configurations. Prints balanced, many-, medium- and
+few-shot test accuracy per method (mean ± standard deviation over seeds) and each
+method's balanced accuracy against cross-entropy by the project's one rule
+(benchmarks/stats.py: a paired t test over seeds, 95%); writes the raw results
+(long_tail.json: every run's figures, the command, date and machine), the table
+(long_tail.md, rendered from that JSON alone) and two plots (long_tail.png: balanced
+accuracy per method; per_class.png: each class's test accuracy under the baseline and
+the chosen methods).
 """
 
+import datetime
 import json
 import os
 import re
-import subprocess
+import shlex
 import sys
 import time
 
@@ -30,23 +36,29 @@ from absl import app
 from absl import flags
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RECIPE = "recipes/fashion_mnist_long_tail.gin"
+from benchmarks import runs as runs_lib
+from benchmarks import stats
+
+RECIPE = "recipes/nfnet_long_tail.gin"
 METRICS = ("balanced_accuracy", "many_shot_accuracy", "medium_shot_accuracy",
            "few_shot_accuracy")
 BASELINE = "cross-entropy"
 QUICK = (BASELINE, "logit-adjusted loss (tau = 1)", "LDAM-DRW")
-# Stage 2 from the cross-entropy run: Kang et al.'s lr 0.2 at batch 512, scaled to the
-# recipe's 128 (decoupled.gin).
-STAGE2 = ["STAGE2_LEARNING_RATE = 0.05"]
+WB_STAGE1 = "cross-entropy, weight decay 5e-3 (weight balancing's stage 1)"
 
 
-def methods(epochs):
+def methods(epochs, batch_size=128):
   """name -> (Gin files added to the recipe, bindings); the deferred ones switch at 80%
   of the run, as Cao et al.'s 160 of 200 epochs. A method whose files include a
   runs/decoupled*.gin piece is a stage 2 on the cross-entropy run."""
   deferred = int(0.8 * epochs)
   runs = "recipes/configs/runs/"
+  # Stage 2 from the cross-entropy run: Kang et al.'s lr 0.2 at batch 512, scaled
+  # linearly to the recipe's batch (decoupled.gin); weight balancing's 0.01 at 64.
+  stage2 = [f"STAGE2_LEARNING_RATE = {0.2 * batch_size / 512:g}"]
+  ldam_drw = ["Task.loss = @class_balanced", "class_balanced.loss = 'ldam'",
+              f"class_balanced.start_epoch = {deferred}",
+              "class_balanced.normalize = 'weights'", "Task.model_transforms = [@normed_head]"]
   return {
       BASELINE: ([], ["Task.loss = @cross_entropy"]),
       "logit-adjusted loss (tau = 1)": ([], ["Task.loss = @logit_adjusted"]),
@@ -58,29 +70,23 @@ def methods(epochs):
       # Cao et al.'s code passes DRW's weights to F.cross_entropy(weight=...): the
       # weighted mean ('weights'), as their reproduce recipes; the default 'batch' (Cui
       # et al.'s) would make DRW's steps 0.17x as large here (the mean weight).
-      "LDAM-DRW": ([], [
-          "Task.loss = @class_balanced", "class_balanced.loss = 'ldam'",
-          f"class_balanced.start_epoch = {deferred}", "class_balanced.normalize = 'weights'",
-          "Task.model_transforms = [@normed_head]"]),
+      "LDAM-DRW": ([], ldam_drw),
       "cross-entropy, class-balanced re-sampling deferred (DRS)": ([], [
           "Task.loss = @cross_entropy", "InputPipeline.sampler = @tricks.Sampler()",
           "tricks.Sampler.kind = 'class'", f"tricks.Sampler.start_epoch = {deferred}"]),
       "cross-entropy, square-root sampling": ([], [
           "Task.loss = @cross_entropy", "InputPipeline.sampler = @tricks.Sampler()",
           "tricks.Sampler.kind = 'sqrt'"]),
-      "post-hoc adjustment (tau on validation)": ([runs + "decoupled_posthoc.gin"], STAGE2),
-      "cRT": ([runs + "decoupled_crt.gin"], STAGE2),
-      "LWS": ([runs + "decoupled_lws.gin"], STAGE2),
+      "post-hoc adjustment (tau on validation)": ([runs + "decoupled_posthoc.gin"], stage2),
+      "cRT": ([runs + "decoupled_crt.gin"], stage2),
+      "LWS": ([runs + "decoupled_lws.gin"], stage2),
       "tau-normalised classifier (tau on validation)": (
-          [runs + "decoupled_tau_norm.gin"], STAGE2),
+          [runs + "decoupled_tau_norm.gin"], stage2),
       # Weight balancing: stage 1 with the tuned weight decay, stage 2 on it.
       WB_STAGE1: ([], ["Task.loss = @cross_entropy", "L2 = 5e-3"]),
       "weight balancing (stage 2: CB loss, MaxNorm)": (
-          [runs + "decoupled_wb.gin"], ["STAGE2_LEARNING_RATE = 0.02"]),  # 0.01 at 64
-      "LDAM-DRW + SAM (rho = 0.8)": ([runs + "rangwani2022_sam.gin"], [
-          "Task.loss = @class_balanced", "class_balanced.loss = 'ldam'",
-          f"class_balanced.start_epoch = {deferred}", "class_balanced.normalize = 'weights'",
-          "Task.model_transforms = [@normed_head]"]),
+          [runs + "decoupled_wb.gin"], [f"STAGE2_LEARNING_RATE = {0.01 * batch_size / 64:g}"]),
+      "LDAM-DRW + SAM (rho = 0.8)": ([runs + "rangwani2022_sam.gin"], ldam_drw),
       # ImbSAM's tail: classes under the recipe's few-shot line (their 20 is CIFAR's).
       "ImbSAM (rho = 0.05, tail: under 200 images)": (
           [runs + "zhou2023_imbsam.gin"], ["Task.loss = @cross_entropy",
@@ -88,9 +94,6 @@ def methods(epochs):
       "Remix + Balanced Softmax": ([], ["Task.loss = @balanced_softmax",
                                         "InputPipeline.remix = @tricks.Remix()"]),
   }
-
-
-WB_STAGE1 = "cross-entropy, weight decay 5e-3 (weight balancing's stage 1)"
 
 
 def stage1_of(method):
@@ -102,23 +105,34 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (SEED) of every method.")
 flags.DEFINE_list("methods", [], "Methods to run, by their short names (default: all): "
                   "ce, la, ldam_drw, crt, ... (an unknown one lists them).")
-flags.DEFINE_boolean("quick", False, f"Only {', '.join(QUICK)}, seed 0 (about 15 "
-                     "minutes on 2 CPU cores).")
+flags.DEFINE_boolean("quick", False, f"Only {', '.join(QUICK)}, seed 0.")
 flags.DEFINE_integer("epochs", None, "EPOCHS of every run (default: the recipe's).",
                      lower_bound=1)
 flags.DEFINE_string("gin_file", RECIPE, "The recipe the methods change.")
-flags.DEFINE_string("out_dir", None, "Where the runs, table and plot go (default: "
+flags.DEFINE_multi_string("gin_bindings", [], "Bindings added to every run (before the "
+                          "method's own), e.g. a data directory.")
+flags.DEFINE_string("out_dir", None, "Where the runs, table and plots go (default: "
                     "runs/long_tail_benchmark/<recipe> under the working directory); "
                     "rerun with the same one to skip what is done.")
+flags.DEFINE_boolean("rerun_stale", False, "Delete and rerun every run directory that "
+                     "holds another configuration's or another code's run.")
+flags.DEFINE_list("plot_methods", [], "Short names of the methods per_class.png shows "
+                  "beside the baseline (default: up to three that are ahead).")
+
+
+def recipe_value(gin_file, macro):
+  """The recipe's last `MACRO = N` line (an integer), or None."""
+  with open(os.path.join(runs_lib.ROOT, gin_file)) as f:
+    found = re.findall(rf"^{macro}\s*=\s*(\d+)", f.read(), flags=re.M)
+  return int(found[-1]) if found else None
 
 
 def recipe_epochs(gin_file):
   """The recipe's EPOCHS (its last `EPOCHS = N` line)."""
-  with open(os.path.join(ROOT, gin_file)) as f:
-    found = re.findall(r"^EPOCHS\s*=\s*(\d+)", f.read(), flags=re.M)
-  if not found:
+  epochs = recipe_value(gin_file, "EPOCHS")
+  if epochs is None:
     raise ValueError(f"{gin_file} sets no EPOCHS; pass --epochs")
-  return int(found[-1])
+  return epochs
 
 
 # The short name of each method: its --methods name and its runs' folder.
@@ -130,7 +144,7 @@ SHORT = {
     "cross-entropy, square-root sampling": "sqrt_sampling",
     "post-hoc adjustment (tau on validation)": "posthoc", "cRT": "crt", "LWS": "lws",
     "tau-normalised classifier (tau on validation)": "tau_norm",
-    "cross-entropy, weight decay 5e-3 (weight balancing's stage 1)": "wb_stage1",
+    WB_STAGE1: "wb_stage1",
     "weight balancing (stage 2: CB loss, MaxNorm)": "wb", "LDAM-DRW + SAM (rho = 0.8)":
     "ldam_drw_sam", "ImbSAM (rho = 0.05, tail: under 200 images)": "imbsam",
     "Remix + Balanced Softmax": "remix_balanced_softmax",
@@ -145,101 +159,97 @@ def is_stage2(files):
   return any("/decoupled" in f for f in files)
 
 
-def final_checkpoint(model_dir):
-  """The newest checkpoint prefix of a finished run."""
-  folder = os.path.join(model_dir, "checkpoints")
-  steps = [int(m.group(1)) for m in map(re.compile(r"^ckpt-(\d+)\.index$").match,
-                                        os.listdir(folder)) if m]
-  return os.path.join(folder, f"ckpt-{max(steps)}")
+def plan(gin_file, known, chosen, seeds, epochs, root, extra_bindings=()):
+  """{(method, seed): runs.Run} in the order they run (a stage 2 after its stage 1)."""
+  planned = {}
+  for method in chosen:
+    for seed in seeds:
+      files, bindings = known[method]
+      stage1 = planned.get((stage1_of(method), seed)) if is_stage2(files) else None
+      planned[(method, seed)] = runs_lib.Run(
+          gin_files=(gin_file, *files),
+          bindings=(f"SEED = {seed}", f"EPOCHS = {epochs}", *extra_bindings, *bindings),
+          model_dir=os.path.join(root, slug(method), f"seed{seed}"), stage1=stage1)
+  return planned
 
 
-def train(gin_file, method, seed, epochs, model_dir, stage1=None, python=sys.executable):
-  """One run through the command line (skipped when finished); its metrics.json.
-  `method`: (extra Gin files, bindings); `stage1`: the finished run a stage 2 starts
-  from."""
-  files, bindings = method
-  report = os.path.join(model_dir, "stage2" if stage1 else "", "metrics.json")
-  if os.path.exists(report):
-    with open(report) as f:
-      return json.load(f)
-  args = [python, "-m", "recipes.train", f"--model_dir={model_dir}"]
-  args += [f"--gin_file={f}" for f in [gin_file, *files]]
-  args += [f"--gin_bindings=SEED = {seed}", f"--gin_bindings=EPOCHS = {epochs}"]
-  if stage1:
-    args.append(f"--gin_bindings=decoupled.stage1_checkpoint = "
-                f"'{final_checkpoint(stage1)}'")
-  args += [f"--gin_bindings={b}" for b in bindings]
-  env = dict(os.environ, PYTHONPATH=ROOT)
-  env.pop("BUILD_WORKING_DIRECTORY", None)
-  done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
-  if done.returncode != 0:
-    raise RuntimeError(f"run failed ({done.returncode}): {' '.join(args)}\n"
-                       f"{done.stderr[-2000:]}")
-  with open(report) as f:
-    return json.load(f)
+def run_record(metrics, wall_seconds):
+  """What the JSON keeps of a run's metrics.json."""
+  keep = METRICS + ("top1", "per_class_accuracy", "train_class_counts", "class_names",
+                    "num_test_examples", "epochs", "steps", "train_seconds_this_run")
+  record = {k: metrics.get(k) for k in keep}
+  record["validation_balanced_accuracy"] = (metrics.get("final_validation") or {}).get(
+      "balanced_accuracy")
+  record["wall_seconds"] = wall_seconds
+  return record
 
 
-def summarise(results):
-  """{method: {metric: (mean, std, values)}} from {method: [metrics, ...]}."""
-  table = {}
-  for method, runs in results.items():
-    table[method] = {}
-    for key in METRICS:
-      values = [r[key] for r in runs if r.get(key) is not None]
-      std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-      table[method][key] = (float(np.mean(values)) if values else float("nan"), std,
-                            values)
-  return table
+# --- The table, from the JSON alone -------------------------------------------------
+
+def seed_values(results, method, key="balanced_accuracy"):
+  """{seed: value} of one method's runs (runs without the metric left out)."""
+  return {seed: run[key] for seed, run in results["runs"][method].items()
+          if run.get(key) is not None}
 
 
-def versus(table, method, baseline=BASELINE, key="balanced_accuracy"):
-  """(difference of means, its standard error, 'ahead' / 'behind' / 'within noise';
-  with fewer than two seeds on either side, no standard error and no verdict)."""
-  (m, s, v), (mb, sb, vb) = table[method][key], table[baseline][key]
-  diff = m - mb
-  if min(len(v), len(vb)) < 2:
-    return diff, float("nan"), "one seed: no noise estimate"
-  error = float(np.sqrt(s ** 2 / len(v) + sb ** 2 / len(vb)))
-  if error == 0 or abs(diff) < 2 * error:
-    return diff, error, "within noise"
-  return diff, error, "ahead" if diff > 0 else "behind"
+def mean_std(values):
+  values = list(values)
+  if not values:
+    return "n/a"
+  if len(values) == 1:
+    return f"{values[0]:.3f}"
+  return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}"
 
 
-def render(table, seeds, title="Long-tailed recognition"):
-  lines = [f"{title}, seeds {', '.join(seeds)}: test accuracy, mean ± std over seeds",
-           "| method | seeds | balanced | many-shot | medium-shot | few-shot | balanced vs "
-           "cross-entropy |", "|---|---|---|---|---|---|---|"]
-  for method, row in table.items():
-    runs = len(row["balanced_accuracy"][2])  # a row may have fewer runs than --seeds
-    cells = [str(runs)] + [f"{row[k][0]:.3f}" + (f" ± {row[k][1]:.3f}" if runs > 1 else "")
-                           for k in METRICS]
-    if method == BASELINE or BASELINE not in table:
-      compared = "(baseline)"
-    else:
-      diff, error, verdict = versus(table, method)
-      compared = (f"{diff:+.3f}: {verdict}" if np.isnan(error) else
-                  f"{diff:+.3f} (± {error:.3f}): {verdict}")
-    lines.append(f"| {method} | {' | '.join(cells)} | {compared} |")
+def comparisons(results, key="balanced_accuracy"):
+  """{method: stats.Comparison against the baseline} (the baseline left out)."""
+  if BASELINE not in results["runs"]:
+    return {}
+  base = seed_values(results, BASELINE, key)
+  return {m: stats.compare_seeds(seed_values(results, m, key), base)
+          for m in results["runs"] if m != BASELINE}
+
+
+def render(results):
+  """The markdown table of `results` (long_tail.json), the same wherever it is made."""
+  compared = comparisons(results)
+  lines = [
+      "| method | seeds | balanced | many-shot | medium-shot | few-shot | "
+      "balanced − cross-entropy (± its standard error; test, 95%) |",
+      "|---|---|---|---|---|---|---|"]
+  for method, by_seed in results["runs"].items():
+    cells = [str(len(by_seed))] + [mean_std(seed_values(results, method, k).values())
+                                   for k in METRICS]
+    vs = "(baseline)" if method == BASELINE else str(compared.get(method, "n/a"))
+    lines.append(f"| {method} | {' | '.join(cells)} | {vs} |")
   return "\n".join(lines)
 
 
-def plot(table, path, title):
+def caption(results):
+  return (f"{results['recipe']}, {results['epochs']} epochs, seeds "
+          f"{', '.join(results['seeds'])}: test accuracy, mean ± standard deviation over "
+          "seeds; against cross-entropy: the mean of the per-seed differences ± its "
+          "standard error, a paired t test with n - 1 degrees of freedom at 95% "
+          "(benchmarks/stats.py)")
+
+
+def plot(results, path):
   """Balanced accuracy per method: the mean with the seeds' standard deviation as an
   error bar, each seed's value as a dot, and cross-entropy's mean as a line."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   from matplotlib import pyplot  # pylint: disable=import-outside-toplevel
-  names = list(table)[::-1]
-  means = np.array([table[n]["balanced_accuracy"][0] for n in names])
-  stds = np.array([table[n]["balanced_accuracy"][1] for n in names])
+  names = list(results["runs"])[::-1]
+  values = [list(seed_values(results, n).values()) for n in names]
+  means = np.array([np.mean(v) if v else np.nan for v in values])
+  stds = np.array([np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in values])
   figure, axes = pyplot.subplots(figsize=(8, 0.45 * len(names) + 1.6))
-  for i, name in enumerate(names):
-    values = table[name]["balanced_accuracy"][2]
-    axes.plot(values, [i] * len(values), ".", color="0.6", markersize=5)
-  axes.errorbar(means, range(len(names)), xerr=stds, fmt="o", color="#1f77b4",
-                capsize=3)
-  if BASELINE in table:
-    axes.axvline(table[BASELINE]["balanced_accuracy"][0], color="#d62728", lw=1)
+  for i, v in enumerate(values):
+    axes.plot(v, [i] * len(v), ".", color="0.6", markersize=5)
+  axes.errorbar(means, range(len(names)), xerr=stds, fmt="o", color="#1f77b4", capsize=3)
+  if BASELINE in results["runs"]:
+    axes.axvline(np.mean(list(seed_values(results, BASELINE).values())), color="#d62728",
+                 lw=1)
   finite = np.isfinite(means)
   if finite.any():
     low, high = (means - stds)[finite].min(), (means + stds)[finite].max()
@@ -247,13 +257,61 @@ def plot(table, path, title):
   axes.set_yticks(range(len(names)), names, fontsize=8)
   axes.set_ylim(-0.6, len(names) - 0.4)
   axes.grid(axis="x", alpha=0.3)
-  axes.set_xlabel("balanced test accuracy: mean ± std over seeds (grey dots: each seed);"
-                  " red line: cross-entropy's mean", fontsize=9)
-  axes.set_title(title, fontsize=10, loc="left")
+  axes.set_xlabel("balanced test accuracy: mean ± standard deviation over seeds (grey "
+                  "dots: each seed); red line: cross-entropy's mean", fontsize=9)
+  axes.set_title(f"{results['recipe']}, {results['epochs']} epochs", fontsize=10,
+                 loc="left")
   figure.tight_layout()
   figure.savefig(path, dpi=110, bbox_inches="tight")
   pyplot.close(figure)
 
+
+def plot_per_class(results, methods_shown, path):
+  """Each class's test accuracy (mean over seeds, the standard deviation as an error
+  bar) under each method shown, classes from the most to the fewest training images."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  from matplotlib import pyplot  # pylint: disable=import-outside-toplevel
+  first = next(iter(results["runs"][methods_shown[0]].values()))
+  counts, names = first["train_class_counts"], first.get("class_names") or []
+  order = np.argsort(counts)[::-1]
+  width = 0.8 / len(methods_shown)
+  figure, axes = pyplot.subplots(figsize=(max(7, 0.9 * len(counts)), 4.2))
+  for i, method in enumerate(methods_shown):
+    per_class = np.array([r["per_class_accuracy"] for r in results["runs"][method].values()],
+                         dtype=float)
+    mean = np.nanmean(per_class, axis=0)[order]
+    std = (np.nanstd(per_class, axis=0, ddof=1)[order] if len(per_class) > 1
+           else np.zeros(len(order)))
+    balanced = np.mean(list(seed_values(results, method).values()))
+    axes.bar(np.arange(len(order)) + (i - (len(methods_shown) - 1) / 2) * width, mean,
+             width, yerr=std, capsize=2, label=f"{method} (balanced {balanced:.3f})")
+  labels = [f"{names[c] if c < len(names) else c}\n{counts[c]}" for c in order]
+  axes.set_xticks(range(len(order)), labels, fontsize=7)
+  axes.set_ylim(0, 1.05)
+  axes.set_ylabel("test accuracy of the class")
+  axes.set_xlabel("class (training images), from the most to the fewest; bars: mean over "
+                  f"seeds {', '.join(results['seeds'])}, error bars: standard deviation",
+                  fontsize=8)
+  axes.grid(axis="y", alpha=0.3)
+  axes.legend(fontsize=7, loc="lower left")
+  axes.set_title(f"{results['recipe']}, {results['epochs']} epochs: per-class test "
+                 "accuracy", fontsize=10, loc="left")
+  figure.tight_layout()
+  figure.savefig(path, dpi=110, bbox_inches="tight")
+  pyplot.close(figure)
+
+
+def shown_methods(results, requested=()):
+  """The baseline and the requested methods, or up to three that are ahead."""
+  if requested:
+    return [BASELINE] + [m for m in results["runs"] if slug(m) in requested]
+  ahead = sorted((c.difference, m) for m, c in comparisons(results).items()
+                 if c.verdict == stats.AHEAD)
+  return [BASELINE] + [m for _, m in ahead[::-1][:3]]
+
+
+# --- The command --------------------------------------------------------------------
 
 def chosen_methods(known):
   if FLAGS.quick:
@@ -261,9 +319,7 @@ def chosen_methods(known):
   by_slug = {slug(m): m for m in known}
   unknown = [m for m in FLAGS.methods if m not in by_slug]
   if unknown:
-    print(f"error: unknown --methods {unknown}; choose from {', '.join(by_slug)}",
-          file=sys.stderr)
-    sys.exit(2)
+    runs_lib.fail(f"unknown --methods {unknown}; choose from {', '.join(by_slug)}")
   chosen = [by_slug[m] for m in FLAGS.methods] or list(known)
   for method in list(chosen):  # the stage-2 methods start from their stage 1's runs
     if is_stage2(known[method][0]) and stage1_of(method) not in chosen:
@@ -281,32 +337,45 @@ def out_dir():
 
 def main(argv):
   del argv
+  if not os.path.isfile(os.path.join(runs_lib.ROOT, FLAGS.gin_file)):
+    runs_lib.fail(f"--gin_file={FLAGS.gin_file} is not a file of the workspace; give a recipe such "
+         f"as {RECIPE}")
+  if not FLAGS.seeds or any(not re.fullmatch(r"\d+", s) for s in FLAGS.seeds):
+    runs_lib.fail(f"--seeds={','.join(FLAGS.seeds)}: give non-negative integers, e.g. --seeds=0,1,2")
   epochs = FLAGS.epochs or recipe_epochs(FLAGS.gin_file)
-  known = methods(epochs)
+  known = methods(epochs, recipe_value(FLAGS.gin_file, "BATCH_SIZE") or 128)
   chosen, seeds = chosen_methods(known)
   root = os.path.abspath(out_dir())
-  results, began = {}, time.time()
-  for method in chosen:
-    for seed in seeds:
-      model_dir = os.path.join(root, slug(method), f"seed{seed}")
-      stage1 = (os.path.join(root, slug(stage1_of(method)), f"seed{seed}")
-                if is_stage2(known[method][0]) else None)
-      metrics = train(FLAGS.gin_file, known[method], seed, epochs, model_dir, stage1)
-      results.setdefault(method, []).append(metrics)
-      print(f"{method}, seed {seed}: balanced accuracy "
-            f"{metrics['balanced_accuracy']:.3f} ({time.time() - began:.0f} s so far)",
-            flush=True)
-  table = summarise(results)
-  title = f"{os.path.basename(FLAGS.gin_file)}, {epochs} epochs"
-  text = render(table, seeds, title)
+  planned = plan(FLAGS.gin_file, known, chosen, seeds, epochs, root, FLAGS.gin_bindings)
+  digest = runs_lib.code_digest()
+  results = {"benchmark": "long_tail", "recipe": FLAGS.gin_file, "epochs": epochs,
+             "seeds": list(seeds), "extra_bindings": FLAGS.gin_bindings,
+             "command": "./bazelw run //benchmarks:long_tail -- " + " ".join(
+                 shlex.quote(a) for a in sys.argv[1:]),
+             "date": datetime.date.today().isoformat(), "machine": runs_lib.machine(),
+             "load_average_before": [round(x, 2) for x in os.getloadavg()],
+             "code": digest, "runs": {}}
+  began = time.time()
+  for (method, seed), run in planned.items():
+    try:
+      metrics, wall = runs_lib.train_timed(run, digest, FLAGS.rerun_stale)
+    except runs_lib.StaleRun as e:
+      runs_lib.fail(str(e))
+    results["runs"].setdefault(method, {})[seed] = run_record(metrics, wall)
+    print(f"{method}, seed {seed}: balanced accuracy {metrics['balanced_accuracy']:.3f} "
+          f"({time.time() - began:.0f} s so far)", flush=True)
+  results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+  text = caption(results) + "\n\n" + render(results)
   print(text)
+  with open(os.path.join(root, "long_tail.json"), "w") as f:
+    json.dump(results, f, indent=1)
   with open(os.path.join(root, "long_tail.md"), "w") as f:
     f.write(text + "\n")
-  with open(os.path.join(root, "long_tail.json"), "w") as f:
-    json.dump({m: {k: v[2] for k, v in row.items()} for m, row in table.items()}, f,
-              indent=1)
-  plot(table, os.path.join(root, "long_tail.png"), title)
-  print(f"Table, values and plot in {root} (long_tail.md, .json, .png)")
+  plot(results, os.path.join(root, "long_tail.png"))
+  plot_per_class(results, shown_methods(results, FLAGS.plot_methods),
+                 os.path.join(root, "per_class.png"))
+  print(f"Raw results, table and plots in {root} (long_tail.json, long_tail.md, "
+        "long_tail.png, per_class.png)")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
-"""//benchmarks:long_tail: every method's bindings train the tiny flagship end to end
-(2 epochs, the deferred ones switching at epoch 1), and the summary's arithmetic."""
+"""//benchmarks:long_tail: every method's bindings take effect in a real run of the tiny
+flagship (2 epochs, the deferred ones switching at epoch 1), runs are keyed on what was
+run (a stale run is refused, not reported), and the table comes from the JSON alone."""
 
+import ast
 import json
 import os
 import re
@@ -9,35 +11,97 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import long_tail_benchmark as bench
+from benchmarks import runs as runs_lib
+from benchmarks import stats
 
 TINY = "tests/recipes/configs/nfnet_long_tail_tiny.gin"  # a test-only recipe
 # The validation split the stages choosing tau need (the benchmark's recipe has one).
-HOLDOUT = ["Task.validation_per_class = 3"]
+HOLDOUT = ("Task.validation_per_class = 3",)
+
+
+def operative_values(path):
+  """{'NAME' or 'configurable.parameter': value text} of an operative_config.gin."""
+  with open(path) as f:
+    return dict(re.findall(r"^([\w./]+) = (.+)$", f.read(), flags=re.M))
+
+
+def same_value(a, b):
+  try:
+    return ast.literal_eval(a) == ast.literal_eval(b)
+  except (ValueError, SyntaxError):
+    return a.replace(" ", "") == b.replace(" ", "")
 
 
 class LongTailBenchmarkTest(tf.test.TestCase):
 
-  def test_every_method_trains_and_a_rerun_skips_what_is_done(self):
+  def test_every_method_trains_with_its_bindings_in_effect(self):
     root = self.create_tempdir().full_path
     known = bench.methods(epochs=2)
     order = sorted(known, key=lambda m: (m != bench.BASELINE, bench.is_stage2(known[m][0])))
-    self.assertEqual(order[0], bench.BASELINE)  # the stage-2 methods start from it
-    for method in order:
+    planned = bench.plan(TINY, known, order, ["0"], 2, root, HOLDOUT)
+    digest = runs_lib.code_digest()
+    losses = {}
+    for (method, _), run in planned.items():
       with self.subTest(method):
-        stage2 = bench.is_stage2(known[method][0])
-        model_dir = os.path.join(root, bench.slug(method))
-        files, bindings = known[method]
-        metrics = bench.train(TINY, (files, bindings + HOLDOUT), 0, 2, model_dir,
-                              os.path.join(root, bench.slug(bench.stage1_of(method)))
-                              if stage2 else None)
+        metrics = runs_lib.train(run, digest)
         self.assertEqual(metrics["epochs_trained"], metrics["epochs"])  # 0: untrained
         for key in bench.METRICS:
           self.assertBetween(metrics[key], 0.0, 1.0)
-    # A finished run is read back, not run again (no python to run it with).
-    ldam = os.path.join(root, bench.slug("LDAM-DRW"))
-    again = bench.train(TINY, known["LDAM-DRW"], 0, 2, ldam, python="/nonexistent/python")
-    with open(os.path.join(ldam, "metrics.json")) as f:
-      self.assertEqual(again, json.load(f))
+        # A binding that does nothing (a misspelt parameter of a configurable that is
+        # never called, a macro no file reads) is missing from the operative config.
+        stage = "stage2" if run.stage1 else ""
+        operative = operative_values(os.path.join(run.model_dir, stage,
+                                                  "operative_config.gin"))
+        for binding in known[method][1]:
+          name, value = (p.strip() for p in binding.split("=", 1))
+          self.assertIn(name, operative, msg=f"{binding!r} did not reach the run")
+          self.assertTrue(same_value(operative[name], value),
+                          msg=f"{binding!r}: the run used {operative[name]}")
+        if not run.stage1:
+          losses[method] = metrics["final_train_loss"]
+    for method, loss in losses.items():  # every training method changes training
+      if method != bench.BASELINE:
+        self.assertNotEqual(loss, losses[bench.BASELINE], msg=method)
+
+  def test_a_stale_run_is_refused_and_a_matching_one_read(self):
+    root = self.create_tempdir().full_path
+    known = bench.methods(epochs=1)
+    digest = runs_lib.code_digest()
+    one = bench.plan(TINY, known, [bench.BASELINE], ["0"], 1, root)[(bench.BASELINE, "0")]
+    metrics = runs_lib.train(one, digest)
+    self.assertEqual(metrics["epochs"], 1)
+    # The same run is read back (no interpreter to run it with).
+    self.assertEqual(runs_lib.train(one, digest, python="/nonexistent/python"), metrics)
+    # Another EPOCHS, other bindings or other code on the same directory: refused with
+    # one line naming what changed, never the old run's report.
+    two = bench.plan(TINY, known, [bench.BASELINE], ["0"], 2, root)[(bench.BASELINE, "0")]
+    self.assertEqual(two.model_dir, one.model_dir)
+    with self.assertRaisesRegex(runs_lib.StaleRun, r"^\S+ holds a run of another "
+                                r"configuration \(bindings differ\); pass --rerun_stale"):
+      runs_lib.train(two, digest, python="/nonexistent/python")
+    with self.assertRaisesRegex(runs_lib.StaleRun, r"\(code differ\)"):
+      runs_lib.train(one, "another digest", python="/nonexistent/python")
+    # A run directory from before keys (the old benchmark's planted 12-epoch report).
+    planted = os.path.join(root, "planted")
+    os.makedirs(planted)
+    with open(os.path.join(planted, "metrics.json"), "w") as f:
+      json.dump({"epochs": 12, "balanced_accuracy": 0.9}, f)
+    old = runs_lib.Run(gin_files=(TINY,), bindings=("EPOCHS = 1",), model_dir=planted)
+    with self.assertRaisesRegex(runs_lib.StaleRun, "a run from before run keys"):
+      runs_lib.train(old, digest)
+    # --rerun_stale deletes it and trains: the report is the new run's.
+    self.assertEqual(runs_lib.train(old, digest, rerun_stale=True)["epochs"], 1)
+
+  def test_the_key_covers_included_files_and_the_stage1(self):
+    texts = runs_lib.gin_texts([TINY])
+    self.assertIn("recipes/nfnet_long_tail_digits.gin", texts)  # included by TINY
+    self.assertIn("recipes/configs/models/nfnet_nano.gin", texts)  # included by that
+    stage1 = runs_lib.Run((TINY,), ("SEED = 0",), "/x/ce")
+    stage2 = runs_lib.Run((TINY, "recipes/configs/runs/decoupled_crt.gin"), (), "/x/crt",
+                          stage1=stage1)
+    other = runs_lib.Run((TINY,), ("SEED = 1",), "/x/ce")
+    self.assertNotEqual(stage2.key("d"),
+                        runs_lib.Run(stage2.gin_files, (), "/x/crt", stage1=other).key("d"))
 
   def test_every_method_has_a_short_name(self):
     names = [bench.slug(m) for m in bench.methods(epochs=10)]
@@ -62,41 +126,62 @@ class LongTailBenchmarkTest(tf.test.TestCase):
         theirs_now.pop("class_balanced.beta")  # 0.9999, the loss's default
         self.assertEqual(ours, theirs_now)
 
-  def test_plot_and_epochs(self):
-    table = bench.summarise({bench.BASELINE: [{"balanced_accuracy": 0.7}],
-                             "LDAM-DRW": [{"balanced_accuracy": 0.8}]})
-    path = os.path.join(self.create_tempdir().full_path, "p.png")
-    bench.plot(table, path, "t")
-    with open(path, "rb") as f:
-      self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-    self.assertEqual(bench.recipe_epochs("recipes/fashion_mnist_long_tail.gin"), 12)
-    self.assertEqual(bench.recipe_epochs("recipes/nfnet_long_tail.gin"), 60)
+  def test_stage2_rates_scale_with_the_batch(self):
+    """Kang et al.'s 0.2 at batch 512 and weight balancing's 0.01 at 64, scaled
+    linearly to the recipe's batch."""
+    at128 = bench.methods(epochs=10, batch_size=128)
+    self.assertEqual(at128["cRT"][1], ["STAGE2_LEARNING_RATE = 0.05"])
+    self.assertEqual(at128["weight balancing (stage 2: CB loss, MaxNorm)"][1],
+                     ["STAGE2_LEARNING_RATE = 0.02"])
+    self.assertEqual(bench.methods(epochs=10, batch_size=32)["cRT"][1],
+                     ["STAGE2_LEARNING_RATE = 0.0125"])
+    self.assertEqual(bench.recipe_epochs("recipes/nfnet_long_tail_digits.gin"), 60)
 
-  def test_summary_and_noise(self):
-    runs = {"cross-entropy": [{"balanced_accuracy": a, "many_shot_accuracy": 1.0,
-                               "medium_shot_accuracy": 0.5, "few_shot_accuracy": None}
-                              for a in (0.70, 0.72, 0.74)],
-            "LDAM-DRW": [{"balanced_accuracy": a, "many_shot_accuracy": 1.0,
-                          "medium_shot_accuracy": 0.5, "few_shot_accuracy": 0.2}
-                         for a in (0.80, 0.81, 0.82)],
-            "focal": [{"balanced_accuracy": a, "many_shot_accuracy": 1.0,
-                       "medium_shot_accuracy": 0.5, "few_shot_accuracy": 0.2}
-                      for a in (0.71, 0.73, 0.75)]}
-    table = bench.summarise(runs)
-    mean, std, values = table["cross-entropy"]["balanced_accuracy"]
-    self.assertAllClose([mean, std], [0.72, 0.02])
-    self.assertEqual(table["cross-entropy"]["few_shot_accuracy"][2], [])
-    diff, error, verdict = bench.versus(table, "LDAM-DRW")
-    self.assertAllClose([diff, error], [0.09, np.sqrt(0.02 ** 2 / 3 + 0.01 ** 2 / 3)])
-    self.assertEqual(verdict, "ahead")
-    self.assertEqual(bench.versus(table, "focal")[2], "within noise")
-    one = bench.summarise({k: v[:1] for k, v in runs.items()})
-    self.assertEqual(bench.versus(one, "LDAM-DRW")[2], "one seed: no noise estimate")
-    self.assertIn("| LDAM-DRW | 1 | 0.800 | 1.000 | 0.500 | 0.200 | +0.100: one seed: no "
-                  "noise estimate |", bench.render(one, ["0"]))
-    text = bench.render(table, ["0", "1", "2"])
-    self.assertIn("| LDAM-DRW | 3 | 0.810 ± 0.010 |", text)
-    self.assertIn("+0.090 (± 0.013): ahead |", text)
+  def results(self, values):
+    """long_tail.json's shape from {method: [balanced accuracy a seed]}."""
+    runs = {}
+    for method, accs in values.items():
+      runs[method] = {str(s): {"balanced_accuracy": a, "many_shot_accuracy": 1.0,
+                               "medium_shot_accuracy": 0.5, "few_shot_accuracy": None,
+                               "per_class_accuracy": [a, 1.0, 0.5],
+                               "train_class_counts": [50, 10, 2],
+                               "class_names": ["a", "b", "c"]}
+                      for s, a in enumerate(accs)}
+    return {"recipe": "r.gin", "epochs": 2, "seeds": [str(s) for s in range(3)],
+            "runs": runs}
+
+  def test_table_from_the_json_by_the_one_rule(self):
+    results = self.results({bench.BASELINE: [0.70, 0.72, 0.74],
+                            "LDAM-DRW": [0.80, 0.81, 0.85],
+                            "focal": [0.69, 0.75, 0.74]})
+    text = bench.render(results)
+    self.assertIn(f"| {bench.BASELINE} | 3 | 0.720 ± 0.020 | 1.000 ± 0.000 | 0.500 ± "
+                  "0.000 | n/a | (baseline) |", text)
+    # Paired differences 0.10, 0.09, 0.11: mean 0.10, standard error 0.01/sqrt(3).
+    ldam = stats.compare([0.80, 0.81, 0.85], [0.70, 0.72, 0.74], paired=True)
+    self.assertAllClose([ldam.difference, ldam.standard_error], [0.1, 0.01 / np.sqrt(3)])
+    self.assertIn(f"| LDAM-DRW | 3 | 0.820 ± 0.026 | 1.000 ± 0.000 | 0.500 ± 0.000 | n/a | "
+                  f"{ldam} |", text)
+    self.assertIn("(paired t, 2 df, p = 0.0033): ahead |", text)
+    self.assertIn("focal | 3 | 0.727 ± 0.032", text)
+    # Differences -0.01, 0.03, 0.00: t = 0.555; with 2 degrees of freedom the two-sided
+    # p is 1 - t / sqrt(2 + t^2) = 0.63 (the t distribution's closed form at 2 df).
+    self.assertRegex(text, r"focal .*\+0\.007 ± 0\.012 \(paired t, 2 df, p = 0\.63\): "
+                     "within noise \|")
+    self.assertEqual(bench.render(json.loads(json.dumps(results))), text)  # from JSON
+    one = self.results({bench.BASELINE: [0.7], "LDAM-DRW": [0.8]})
+    self.assertIn(f"+0.100: {stats.NO_ESTIMATE} |", bench.render(one))
+    self.assertEqual(bench.shown_methods(results), [bench.BASELINE, "LDAM-DRW"])
+
+  def test_plots(self):
+    results = self.results({bench.BASELINE: [0.70, 0.72, 0.74], "LDAM-DRW": [0.8, 0.81, 0.85]})
+    folder = self.create_tempdir().full_path
+    for name, draw in (("a.png", lambda p: bench.plot(results, p)),
+                       ("b.png", lambda p: bench.plot_per_class(
+                           results, [bench.BASELINE, "LDAM-DRW"], p))):
+      draw(os.path.join(folder, name))
+      with open(os.path.join(folder, name), "rb") as f:
+        self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ ARGS = (cli.TINY, *cli.DETERMINISTIC_MODEL, "--gin_bindings=EPOCHS = 3")
 
 
 def job(model_dir):
-  return job_lib.Job("tiny", "nfnet_long_tail", workers=2, model_dir=model_dir,
+  return job_lib.Job("tiny", "nfnet_long_tail_digits", workers=2, model_dir=model_dir,
                      recipe_args=ARGS)
 
 

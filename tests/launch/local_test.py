@@ -18,7 +18,7 @@ from launch import job as job_lib
 from launch import local
 from tests.recipes import cli
 
-RECIPE = "nfnet_long_tail"
+RECIPE = "nfnet_long_tail_digits"
 
 
 class LocalTest(tf.test.TestCase):
@@ -74,7 +74,7 @@ class LocalTest(tf.test.TestCase):
                             capture_output=True, check=False, timeout=60)
 
     run = subprocess.Popen(
-        launcher("--recipe=nfnet_long_tail", "--workers=2", f"--model_dir={model_dir}",
+        launcher("--recipe=nfnet_long_tail_digits", "--workers=2", f"--model_dir={model_dir}",
                  # Long enough to be running still when cancelled.
                  "--", cli.TINY, *cli.DETERMINISTIC_MODEL, "--gin_bindings=EPOCHS = 100"),
         cwd=local.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -122,7 +122,7 @@ class LocalTest(tf.test.TestCase):
       self.assertRegex(line, r"^TF_CONFIG='\{\"cluster\": \{\"worker\": \[\"localhost:\d+\", "
                        r"\"localhost:\d+\", \"localhost:\d+\"\]\}, \"task\": \{\"type\": "
                        rf"\"worker\", \"index\": {index}\}}\}}' python3 -m recipes.train "
-                       r"--gin_file=recipes/nfnet_long_tail.gin "
+                       r"--gin_file=recipes/nfnet_long_tail_digits.gin "
                        r"--strategy=multi_worker_mirrored --model_dir=/runs/tiny$")
 
 

@@ -23,7 +23,7 @@ ARGS = (cli.TINY, *cli.DETERMINISTIC_MODEL, "--gin_bindings=EPOCHS = 3")
 
 def start_workers(model_dir):
   """The two workers of the tiny flagship, as `--backend=local` starts them."""
-  job = job_lib.Job("tiny", "nfnet_long_tail", workers=2, model_dir=model_dir,
+  job = job_lib.Job("tiny", "nfnet_long_tail_digits", workers=2, model_dir=model_dir,
                     recipe_args=ARGS)
   env = cli.environment({"PYTHONPATH": local.ROOT})
   return [subprocess.Popen(argv, cwd=local.ROOT, env=dict(env, TF_CONFIG=config),

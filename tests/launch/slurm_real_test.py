@@ -63,7 +63,7 @@ class SlurmRealTest(tf.test.TestCase):
     cls.local_run = os.path.join(cls.root, "local")
     out = io.StringIO()
     with mock.patch.dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"):
-      status = local.launch(job_lib.Job("tiny", "nfnet_long_tail", workers=2,
+      status = local.launch(job_lib.Job("tiny", "nfnet_long_tail_digits", workers=2,
                                         model_dir=cls.local_run,
                                         recipe_args=RECIPE_ARGS), out=out)
     assert status == 0, out.getvalue()[-3000:]
@@ -83,7 +83,7 @@ class SlurmRealTest(tf.test.TestCase):
     os.makedirs(self.scratch)
     self.model_dir = os.path.join(self.dir, "run")
     result = self.launcher(
-        "--recipe=nfnet_long_tail", "--name=tiny", "--workers=2",
+        "--recipe=nfnet_long_tail_digits", "--name=tiny", "--workers=2",
         f"--model_dir={self.model_dir}", f"--slurm_workdir={local.ROOT}",
         "--slurm_tasks_per_node=2", "--slurm_cpus_per_task=1",
         f"--slurm_setup=export PATH={self.bin}:$PATH", *flags, "--", *recipe_args)

@@ -1,0 +1,204 @@
+"""The project's one rule for calling a difference real, over seeds and over rounds.
+
+Over seeds (accuracy of a method against a baseline): Student's t test at a stated
+confidence (95%), paired where the runs are paired (the same seed on both sides: the
+same initialisation, validation hold-out and data order), with n - 1 degrees of freedom
+(Student 1908); Welch's unequal-variance test otherwise, with the Welch-Satterthwaite
+degrees of freedom (Welch 1947). The verdict words mean one thing everywhere:
+
+- "ahead": the confidence interval of the difference lies above 0,
+- "behind": it lies below 0,
+- "within noise": it holds 0 (equivalently, the two-sided p-value is at least
+  1 - confidence).
+
+Over timing rounds (how many times faster one program is than another): the rounds
+are paired (both run in the same round, alternated), each round gives one ratio, and
+the interval of the median ratio comes from order statistics (the sign test's
+distribution-free interval, e.g. Conover 1999, sec. 3.2): with n ratios sorted, the
+interval [r_(j), r_(n+1-j)] holds the median with probability
+1 - 2 P(Binomial(n, 1/2) < j), and j is the largest that keeps that at least the
+confidence. Below 6 rounds no such interval reaches 95%. "ahead" / "behind" /
+"parity" as above, with 1.0 in place of 0.
+"""
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+CONFIDENCE = 0.95
+AHEAD, BEHIND, WITHIN_NOISE, PARITY = "ahead", "behind", "within noise", "parity"
+NO_ESTIMATE = "fewer than 2 runs a side: no noise estimate"
+TOO_FEW_ROUNDS = "no verdict: too few rounds for a 95% interval"
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+  """`a` against `b` over seeds: the difference of means (paired: the mean of the
+  per-seed differences), its standard error, the t statistic, degrees of freedom,
+  two-sided p-value, the confidence interval of the difference and the verdict."""
+  difference: float
+  standard_error: float
+  t: float
+  dof: float
+  p: float
+  low: float
+  high: float
+  paired: bool
+  n: int  # runs a side (paired: pairs)
+  confidence: float
+  verdict: str
+
+  def as_dict(self):
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in dataclasses.asdict(self).items()}
+
+  def __str__(self):
+    """E.g. '+0.031 ± 0.004 (paired t, 2 df, p = 0.006): ahead'; ± is the standard
+    error of the difference."""
+    if not math.isfinite(self.standard_error):
+      return f"{self.difference:+.3f}: {self.verdict}"
+    test = "paired t" if self.paired else "Welch t"
+    return (f"{self.difference:+.3f} ± {self.standard_error:.3f} ({test}, "
+            f"{self.dof:.3g} df, p = {format_p(self.p)}): {self.verdict}")
+
+
+def format_p(p):
+  if not math.isfinite(p):
+    return "n/a"
+  return f"{p:.2g}" if p >= 0.001 else "< 0.001"
+
+
+def t_critical(dof, confidence=CONFIDENCE):
+  """The two-sided critical value of Student's t with `dof` degrees of freedom."""
+  if not dof > 0:
+    raise ValueError(f"degrees of freedom must be positive, got {dof}")
+  return float(scipy_stats.t.ppf(0.5 + confidence / 2, dof))
+
+
+def _verdict(low, high, zero=0.0, within=WITHIN_NOISE):
+  if low > zero:
+    return AHEAD
+  if high < zero:
+    return BEHIND
+  return within
+
+
+def compare(a, b, paired, confidence=CONFIDENCE):
+  """`a` against `b` (sequences of a metric, one value a run) by the rule above.
+
+  paired: a[i] and b[i] come from the same seed (then len(a) == len(b)).
+  """
+  a, b = np.asarray(a, float), np.asarray(b, float)
+  if a.ndim != 1 or b.ndim != 1:
+    raise ValueError("compare takes two flat sequences of values, one a run")
+  if paired and a.shape != b.shape:
+    raise ValueError(f"paired runs need as many values a side, got {a.size} and {b.size}")
+  nan = float("nan")
+  if paired:
+    d = a - b
+    n = d.size
+    diff = float(np.mean(d)) if n else nan
+    if n < 2:
+      return Comparison(diff, nan, nan, nan, nan, nan, nan, True, n, confidence,
+                        NO_ESTIMATE)
+    se = float(np.std(d, ddof=1) / math.sqrt(n))
+    dof = float(n - 1)
+  else:
+    n = min(a.size, b.size)
+    diff = float(np.mean(a) - np.mean(b)) if n else nan
+    if n < 2:
+      return Comparison(diff, nan, nan, nan, nan, nan, nan, False, n, confidence,
+                        NO_ESTIMATE)
+    va, vb = np.var(a, ddof=1) / a.size, np.var(b, ddof=1) / b.size
+    se = float(math.sqrt(va + vb))
+    # Welch-Satterthwaite; both variances 0 leave it undefined: the smaller n - 1.
+    dof = (float((va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)))
+           if va + vb > 0 else float(min(a.size, b.size) - 1))
+  if se == 0:  # every run the same difference: no noise to compare it with
+    t = 0.0 if diff == 0 else math.copysign(math.inf, diff)
+    p = 1.0 if diff == 0 else 0.0
+    return Comparison(diff, 0.0, t, dof, p, diff, diff, paired, n, confidence,
+                      _verdict(diff, diff))
+  t = diff / se
+  p = float(2 * scipy_stats.t.sf(abs(t), dof))
+  half = t_critical(dof, confidence) * se
+  return Comparison(diff, se, t, dof, p, diff - half, diff + half, paired, n, confidence,
+                    _verdict(diff - half, diff + half))
+
+
+def compare_seeds(a, b, confidence=CONFIDENCE):
+  """`a` against `b` given as {seed: value}: paired when both have the same seeds
+  (common random numbers), Welch otherwise."""
+  if set(a) == set(b):
+    seeds = sorted(a)
+    return compare([a[s] for s in seeds], [b[s] for s in seeds], paired=True,
+                   confidence=confidence)
+  return compare(list(a.values()), list(b.values()), paired=False, confidence=confidence)
+
+
+@functools.lru_cache(maxsize=None)
+def order_statistic_rank(n, confidence=CONFIDENCE):
+  """The largest j (1-based) with P(r_(j) <= median <= r_(n+1-j)) >= confidence for n
+  i.i.d. draws of a continuous variable, and that coverage; (0, 0.0) when even the
+  whole range falls short."""
+  best = (0, 0.0)
+  for j in range(1, n // 2 + 1):
+    coverage = 1 - 2 * float(scipy_stats.binom.cdf(j - 1, n, 0.5))
+    if coverage >= confidence:
+      best = (j, coverage)
+  return best
+
+
+@dataclasses.dataclass(frozen=True)
+class RatioInterval:
+  """How many times faster "ours" is than a peer over paired rounds: the median of the
+  per-round ratios theirs / ours and its distribution-free interval."""
+  ratio: float
+  low: float
+  high: float
+  coverage: float  # the interval's exact coverage (at least `confidence`)
+  confidence: float
+  rounds: int
+
+  @property
+  def verdict(self):
+    if not self.coverage:
+      return TOO_FEW_ROUNDS
+    return _verdict(self.low, self.high, zero=1.0, within=PARITY)
+
+  def __str__(self):
+    """E.g. '1.31x [1.25, 1.40]' (the median ratio and its 95% interval)."""
+    if not self.coverage:
+      return f"{self.ratio:.2f}x [no 95% interval from {self.rounds} rounds]"
+    return f"{self.ratio:.2f}x [{self.low:.2f}, {self.high:.2f}]"
+
+  def as_dict(self):
+    return {"ratio": round(self.ratio, 4), "low": _round(self.low),
+            "high": _round(self.high), "coverage": round(self.coverage, 4),
+            "confidence": self.confidence, "rounds": self.rounds,
+            "verdict": self.verdict}
+
+
+def _round(x):
+  return round(x, 4) if math.isfinite(x) else None
+
+
+def ratio_interval(ours, theirs, confidence=CONFIDENCE):
+  """Speed of `ours` over `theirs` from paired rounds of seconds (ours[i] and
+  theirs[i] timed in the same round): each round's ratio theirs[i] / ours[i], their
+  median, and the order-statistic interval of the median (NaN bounds below 6 rounds
+  at 95%)."""
+  ours, theirs = np.asarray(ours, float), np.asarray(theirs, float)
+  if ours.shape != theirs.shape or ours.ndim != 1 or not ours.size:
+    raise ValueError(f"need equally many rounds of each, got {ours.shape} and "
+                     f"{theirs.shape}")
+  if np.any(ours <= 0) or np.any(theirs <= 0):
+    raise ValueError("times must be positive")
+  ratios = np.sort(theirs / ours)
+  n = ratios.size
+  j, coverage = order_statistic_rank(n, confidence)
+  low, high = (float(ratios[j - 1]), float(ratios[n - j])) if j else (math.nan, math.nan)
+  return RatioInterval(float(np.median(ratios)), low, high, coverage, confidence, n)
