@@ -28,6 +28,7 @@ from absl.testing import parameterized
 
 from tests.recipes import cli
 from tests.recipes import stopping
+from tests import real_parts
 
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
@@ -139,7 +140,7 @@ class ImageRealTest(parameterized.TestCase):
   def setUp(self):
     super().setUp()
     if self.skip:
-      self.skipTest(self.skip)
+      real_parts.missing("podman with a local base image", self.skip)
 
   def container(self, name, run_dir, stdout, stderr):
     """`podman run` of the tiny flagship in the image, run_dir mounted at /runs (a Popen)."""

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import unittest
 from unittest import mock
 
 import tensorflow as tf
@@ -25,6 +24,7 @@ from launch import job as job_lib
 from launch import local
 from tests.launch import slurm_cluster
 from tests.recipes import cli
+from tests import real_parts
 
 # Three epochs: a stop after the first epoch's checkpoint lands well before the end.
 RECIPE_ARGS = (cli.TINY, *cli.DETERMINISTIC_MODEL, "--gin_bindings=EPOCHS = 3")
@@ -43,7 +43,7 @@ class SlurmRealTest(tf.test.TestCase):
     super().setUpClass()
     reason = slurm_cluster.install()
     if reason:
-      raise unittest.SkipTest(f"no real Slurm here: {reason}")
+      real_parts.missing("a real Slurm", reason)
     cls.root = os.path.join(os.environ.get("TEST_TMPDIR") or "/tmp",
                             f"slurm-real-{os.getpid()}")
     os.makedirs(cls.root)

@@ -11,6 +11,7 @@ import sys
 import tensorflow as tf
 
 from recipes.data import fashion_mnist
+from tests import real_parts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -19,8 +20,8 @@ class FashionMnistLongTailTest(tf.test.TestCase):
 
   def test_trains_on_the_real_release(self):
     if not os.path.isdir(fashion_mnist.DEFAULT_DIRECTORY):
-      self.skipTest(f"{fashion_mnist.DEFAULT_DIRECTORY} absent: apt-get install "
-                    "dataset-fashion-mnist")
+      real_parts.missing(fashion_mnist.DEFAULT_DIRECTORY,
+                         "apt-get install dataset-fashion-mnist")
     model_dir = os.path.join(self.get_temp_dir(), "run")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run(

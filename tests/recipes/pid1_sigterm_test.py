@@ -19,6 +19,7 @@ from absl.testing import parameterized
 
 from tests.recipes import cli
 from tests.recipes import stopping
+from tests import real_parts
 
 # "Within seconds": the handler runs at the next Python bytecode, then the interpreter
 # unwinds and TensorFlow shuts down (about 1-3 s here on a busy two-core machine).
@@ -48,7 +49,8 @@ class Pid1SigtermTest(parameterized.TestCase):
   def setUp(self):
     super().setUp()
     if not can_unshare():
-      self.skipTest("needs root and unshare(1) for a PID namespace; not available here")
+      real_parts.missing("root with unshare(1) for a PID namespace",
+                         "run the suite as root (CI does)")
 
   def start(self, model_dir, out_dir):
     stdout = os.path.join(out_dir, "stdout")

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from recipes.data import fashion_mnist
 from recipes.errors import ConfigError
+from tests import real_parts
 
 REAL = fashion_mnist.DEFAULT_DIRECTORY
 
@@ -98,7 +99,7 @@ class FashionMnistTest(tf.test.TestCase):
     """Debian's files: the release's IDX bytes under another gzip header. A copy of
     the real files re-gzipped here (another header again) passes the official check."""
     if not os.path.isdir(REAL):
-      self.skipTest(f"{REAL} absent: apt-get install dataset-fashion-mnist")
+      real_parts.missing(REAL, "apt-get install dataset-fashion-mnist")
     copy = os.path.join(self.get_temp_dir(), "regzipped")
     os.makedirs(copy)
     name = "t10k-labels-idx1-ubyte.gz"
@@ -119,7 +120,7 @@ class FashionMnistTest(tf.test.TestCase):
     """The published facts: 60,000 training images (6,000 a class), 10,000 test
     (1,000 a class), 28x28."""
     if not os.path.isdir(REAL):
-      self.skipTest(f"{REAL} absent: apt-get install dataset-fashion-mnist")
+      real_parts.missing(REAL, "apt-get install dataset-fashion-mnist")
     source = fashion_mnist.fashion_mnist()
     self.assertAllEqual(np.bincount(source.train_labels), [6000] * 10)
     self.assertAllEqual(np.bincount(source.test_labels), [1000] * 10)
