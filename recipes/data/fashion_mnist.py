@@ -50,9 +50,11 @@ FILES = {
                          "15d484375f8d13e6eb1aabb0c3f46965"),
 }
 MAGIC = {"images": 0x00000803, "labels": 0x00000801}
-FIX = ("install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist), "
-       f"or download the four files from {URL} and bind fashion_mnist.directory to "
-       "their folder")
+FIX = ("install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist; "
+       "./bazelw does it when it may), or download the four files from "
+       f"{URL} and bind their folder: --gin_bindings=\"FASHION_MNIST_DIR = '/path'\"; "
+       "offline, the 8x8-digits demo needs no download: "
+       "./bazelw run //recipes:nfnet_long_tail_digits")
 
 
 def read_idx(path, kind, md5=None):
@@ -86,7 +88,8 @@ def read_idx(path, kind, md5=None):
 def load(directory, md5="official"):
   """{split: (images uint8 [N, 28, 28, 3], labels int32 [N])} from `directory`."""
   if not os.path.isdir(directory):
-    raise ConfigError(f"fashion_mnist.directory={directory!r} is not a directory; {FIX}")
+    raise ConfigError(f"no Fashion-MNIST at {directory!r} (fashion_mnist.directory, "
+                      f"FASHION_MNIST_DIR in the recipes): not a directory; {FIX}")
   splits = {}
   for split in ("train", "test"):
     arrays = {}

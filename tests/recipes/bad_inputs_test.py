@@ -32,6 +32,14 @@ CASES = [
     ("bogus_strategy", [TINY, "--strategy=bogus"], "strategy.*one of.*--helpshort"),
     ("stray_positional", [TINY, "EPOCHS=3"], "unexpected arguments 'EPOCHS=3'.*--gin_bindings"),
     ("missing_gin_file", ["--gin_file=recipes/nope.gin"], "gin file 'recipes/nope.gin' not found"),
+    # The flagship without its data set: the package, the binding and the offline demo.
+    ("flagship_without_fashion_mnist",
+     ["--gin_file=recipes/nfnet_long_tail.gin", *bind("FASHION_MNIST_DIR = '{tmp}/none'")],
+     r"no Fashion-MNIST at '\S+/none' \(fashion_mnist.directory, FASHION_MNIST_DIR "
+     r"in the recipes\): not a directory; install Debian's dataset-fashion-mnist \(apt-get "
+     r"install dataset-fashion-mnist; ./bazelw does it when it may\), .* --gin_bindings="
+     r"\"FASHION_MNIST_DIR = '/path'\"; offline, the 8x8-digits demo needs no download: "
+     r"./bazelw run //recipes:nfnet_long_tail_digits$"),
     ("no_gin_file", [], "no --gin_file given.*recipes/nfnet_long_tail.gin"),
     ("tpu_without_address", [TINY, "--strategy=tpu"], "--strategy=tpu needs --tpu"),
     ("model_dir_url", [TINY, "--model_dir=gs://bucket/run"],
