@@ -38,11 +38,11 @@ import numpy as np
 
 from benchmarks import runs as runs_lib
 from benchmarks import stats
+from benchmarks import tables
 
 RECIPE = "recipes/nfnet_long_tail.gin"
-METRICS = ("balanced_accuracy", "many_shot_accuracy", "medium_shot_accuracy",
-           "few_shot_accuracy")
-BASELINE = "cross-entropy"
+METRICS = tables.METRICS
+BASELINE = tables.BASELINE
 QUICK = (BASELINE, "logit-adjusted loss (tau = 1)", "LDAM-DRW")
 WB_STAGE1 = "cross-entropy, weight decay 5e-3 (weight balancing's stage 1)"
 
@@ -184,55 +184,6 @@ def run_record(metrics, wall_seconds):
   return record
 
 
-# --- The table, from the JSON alone -------------------------------------------------
-
-def seed_values(results, method, key="balanced_accuracy"):
-  """{seed: value} of one method's runs (runs without the metric left out)."""
-  return {seed: run[key] for seed, run in results["runs"][method].items()
-          if run.get(key) is not None}
-
-
-def mean_std(values):
-  values = list(values)
-  if not values:
-    return "n/a"
-  if len(values) == 1:
-    return f"{values[0]:.3f}"
-  return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}"
-
-
-def comparisons(results, key="balanced_accuracy"):
-  """{method: stats.Comparison against the baseline} (the baseline left out)."""
-  if BASELINE not in results["runs"]:
-    return {}
-  base = seed_values(results, BASELINE, key)
-  return {m: stats.compare_seeds(seed_values(results, m, key), base)
-          for m in results["runs"] if m != BASELINE}
-
-
-def render(results):
-  """The markdown table of `results` (long_tail.json), the same wherever it is made."""
-  compared = comparisons(results)
-  lines = [
-      "| method | seeds | balanced | many-shot | medium-shot | few-shot | "
-      "balanced − cross-entropy (± its standard error; test, 95%) |",
-      "|---|---|---|---|---|---|---|"]
-  for method, by_seed in results["runs"].items():
-    cells = [str(len(by_seed))] + [mean_std(seed_values(results, method, k).values())
-                                   for k in METRICS]
-    vs = "(baseline)" if method == BASELINE else str(compared.get(method, "n/a"))
-    lines.append(f"| {method} | {' | '.join(cells)} | {vs} |")
-  return "\n".join(lines)
-
-
-def caption(results):
-  return (f"{results['recipe']}, {results['epochs']} epochs, seeds "
-          f"{', '.join(results['seeds'])}: test accuracy, mean ± standard deviation over "
-          "seeds; against cross-entropy: the mean of the per-seed differences ± its "
-          "standard error, a paired t test with n - 1 degrees of freedom at 95% "
-          "(benchmarks/stats.py)")
-
-
 def plot(results, path):
   """Balanced accuracy per method: the mean with the seeds' standard deviation as an
   error bar, each seed's value as a dot, and cross-entropy's mean as a line."""
@@ -240,7 +191,7 @@ def plot(results, path):
   matplotlib.use("Agg")
   from matplotlib import pyplot  # pylint: disable=import-outside-toplevel
   names = list(results["runs"])[::-1]
-  values = [list(seed_values(results, n).values()) for n in names]
+  values = [list(tables.seed_values(results, n).values()) for n in names]
   means = np.array([np.mean(v) if v else np.nan for v in values])
   stds = np.array([np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in values])
   figure, axes = pyplot.subplots(figsize=(8, 0.45 * len(names) + 1.6))
@@ -248,7 +199,7 @@ def plot(results, path):
     axes.plot(v, [i] * len(v), ".", color="0.6", markersize=5)
   axes.errorbar(means, range(len(names)), xerr=stds, fmt="o", color="#1f77b4", capsize=3)
   if BASELINE in results["runs"]:
-    axes.axvline(np.mean(list(seed_values(results, BASELINE).values())), color="#d62728",
+    axes.axvline(np.mean(list(tables.seed_values(results, BASELINE).values())), color="#d62728",
                  lw=1)
   finite = np.isfinite(means)
   if finite.any():
@@ -283,7 +234,7 @@ def plot_per_class(results, methods_shown, path):
     mean = np.nanmean(per_class, axis=0)[order]
     std = (np.nanstd(per_class, axis=0, ddof=1)[order] if len(per_class) > 1
            else np.zeros(len(order)))
-    balanced = np.mean(list(seed_values(results, method).values()))
+    balanced = np.mean(list(tables.seed_values(results, method).values()))
     axes.bar(np.arange(len(order)) + (i - (len(methods_shown) - 1) / 2) * width, mean,
              width, yerr=std, capsize=2, label=f"{method} (balanced {balanced:.3f})")
   labels = [f"{names[c] if c < len(names) else c}\n{counts[c]}" for c in order]
@@ -306,7 +257,7 @@ def shown_methods(results, requested=()):
   """The baseline and the requested methods, or up to three that are ahead."""
   if requested:
     return [BASELINE] + [m for m in results["runs"] if slug(m) in requested]
-  ahead = sorted((c.difference, m) for m, c in comparisons(results).items()
+  ahead = sorted((c.difference, m) for m, c in tables.comparisons(results).items()
                  if c.verdict == stats.AHEAD)
   return [BASELINE] + [m for _, m in ahead[::-1][:3]]
 
@@ -354,7 +305,8 @@ def main(argv):
                  shlex.quote(a) for a in sys.argv[1:]),
              "date": datetime.date.today().isoformat(), "machine": runs_lib.machine(),
              "load_average_before": [round(x, 2) for x in os.getloadavg()],
-             "code": digest, "runs": {}}
+             "code": digest, "revision": runs_lib.revision(),
+             "short_names": {m: slug(m) for m in chosen}, "runs": {}}
   began = time.time()
   for (method, seed), run in planned.items():
     try:
@@ -365,7 +317,7 @@ def main(argv):
     print(f"{method}, seed {seed}: balanced accuracy {metrics['balanced_accuracy']:.3f} "
           f"({time.time() - began:.0f} s so far)", flush=True)
   results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-  text = caption(results) + "\n\n" + render(results)
+  text = tables.long_tail_caption(results) + "\n\n" + tables.long_tail(results)
   print(text)
   with open(os.path.join(root, "long_tail.json"), "w") as f:
     json.dump(results, f, indent=1)

@@ -178,6 +178,21 @@ def machine():
   return f"{model}, {os.cpu_count()} logical cores"
 
 
+def revision():
+  """The workspace's git commit (with '+changes' when the tree differs from it), or
+  None outside a git checkout (a benchmark keeps it beside its figures)."""
+  where = os.environ.get("BUILD_WORKSPACE_DIRECTORY", ROOT)
+  try:
+    head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--",
+                            *CODE_DIRS], capture_output=True, text=True,
+                           check=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return None
+  return head + ("+changes" if dirty else "")
+
+
 def fail(message):
   """Bad input of a benchmark's command line: one line on stderr, exit status 2."""
   print(f"error: {message}", file=sys.stderr)

@@ -22,9 +22,9 @@ import sys
 
 from absl import app
 from absl import flags
-import numpy as np
 
 from benchmarks import runs as runs_lib
+from benchmarks import tables
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("gin_file", "recipes/nfnet_long_tail.gin",
@@ -62,32 +62,6 @@ def point_dir(root, bindings):
   return os.path.join(root, name or "default")
 
 
-def summarise(sweep):
-  """Rows of (point, mean validation balanced accuracy, its values, mean wall seconds)
-  from sweep.json's runs, best first."""
-  rows = []
-  for point in sweep["points"]:
-    runs = point["runs"].values()
-    accs = [r["validation_balanced_accuracy"] for r in runs]
-    walls = [r["wall_seconds"] for r in runs if r["wall_seconds"] is not None]
-    rows.append((point["bindings"], float(np.mean(accs)), accs,
-                 float(np.mean(walls)) if walls else None))
-  return sorted(rows, key=lambda r: -r[1])
-
-
-def render(sweep):
-  lines = [f"{sweep['recipe']} with {'; '.join(sweep['gin_bindings']) or 'its bindings'}: "
-           "validation balanced accuracy (mean over seeds "
-           f"{', '.join(sweep['seeds'])}), best first",
-           "| point | validation balanced | per seed | wall seconds a run |",
-           "|---|---|---|---|"]
-  for bindings, mean, accs, wall in summarise(sweep):
-    lines.append(f"| {'; '.join(bindings)} | {mean:.4f} | "
-                 f"{', '.join(f'{a:.4f}' for a in accs)} | "
-                 f"{'n/a' if wall is None else f'{wall:.0f}'} |")
-  return "\n".join(lines)
-
-
 def main(argv):
   del argv
   try:
@@ -105,7 +79,8 @@ def main(argv):
            "command": "./bazelw run //benchmarks:validation_sweep -- " + " ".join(
                shlex.quote(a) for a in sys.argv[1:]),
            "date": datetime.date.today().isoformat(), "machine": runs_lib.machine(),
-           "load_average_before": [round(x, 2) for x in os.getloadavg()], "points": []}
+           "load_average_before": [round(x, 2) for x in os.getloadavg()],
+           "code": digest, "revision": runs_lib.revision(), "points": []}
   for bindings in points(axes):
     point = {"bindings": bindings, "runs": {}}
     for seed in FLAGS.seeds:
@@ -129,7 +104,7 @@ def main(argv):
             f"{validation['balanced_accuracy']:.4f}, {wall} s", flush=True)
     sweep["points"].append(point)
   sweep["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-  text = render(sweep)
+  text = tables.validation_sweep_caption(sweep) + "\n\n" + tables.validation_sweep(sweep)
   print(text)
   with open(os.path.join(root, "sweep.json"), "w") as f:
     json.dump(sweep, f, indent=1)

@@ -13,6 +13,7 @@ import tensorflow as tf
 from benchmarks import long_tail_benchmark as bench
 from benchmarks import runs as runs_lib
 from benchmarks import stats
+from benchmarks import tables
 
 TINY = "tests/recipes/configs/nfnet_long_tail_tiny.gin"  # a test-only recipe
 # The validation split the stages choosing tau need (the benchmark's recipe has one).
@@ -154,7 +155,7 @@ class LongTailBenchmarkTest(tf.test.TestCase):
     results = self.results({bench.BASELINE: [0.70, 0.72, 0.74],
                             "LDAM-DRW": [0.80, 0.81, 0.85],
                             "focal": [0.69, 0.75, 0.74]})
-    text = bench.render(results)
+    text = tables.long_tail(results)
     self.assertIn(f"| {bench.BASELINE} | 3 | 0.720 ± 0.020 | 1.000 ± 0.000 | 0.500 ± "
                   "0.000 | n/a | (baseline) |", text)
     # Paired differences 0.10, 0.09, 0.11: mean 0.10, standard error 0.01/sqrt(3).
@@ -168,9 +169,9 @@ class LongTailBenchmarkTest(tf.test.TestCase):
     # p is 1 - t / sqrt(2 + t^2) = 0.63 (the t distribution's closed form at 2 df).
     self.assertRegex(text, r"focal .*\+0\.007 ± 0\.012 \(paired t, 2 df, p = 0\.63\): "
                      "within noise \|")
-    self.assertEqual(bench.render(json.loads(json.dumps(results))), text)  # from JSON
+    self.assertEqual(tables.long_tail(json.loads(json.dumps(results))), text)  # from JSON
     one = self.results({bench.BASELINE: [0.7], "LDAM-DRW": [0.8]})
-    self.assertIn(f"+0.100: {stats.NO_ESTIMATE} |", bench.render(one))
+    self.assertIn(f"+0.100: {stats.NO_ESTIMATE} |", tables.long_tail(one))
     self.assertEqual(bench.shown_methods(results), [bench.BASELINE, "LDAM-DRW"])
 
   def test_plots(self):
