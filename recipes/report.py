@@ -77,3 +77,25 @@ def plot_per_class_accuracy(path, metrics, title=""):
   fig.tight_layout()
   atomic_write(path, lambda f: fig.savefig(f, format="png"))
   plt.close(fig)
+
+
+def result_lines(metrics, baseline=None):
+  """What a finished run prints: balanced accuracy on the test split with the shot
+  groups, and README's baseline on the same split when there is one
+  (baselines.readme_baseline)."""
+  if metrics.get("balanced_accuracy") is None:
+    return []
+  groups = ", ".join(
+      f"{g}-shot {metrics[f'{g}_shot_accuracy']:.3f} ({metrics.get(f'{g}_shot_classes')} "
+      "classes)" for g in ("many", "medium", "few")
+      if metrics.get(f"{g}_shot_accuracy") is not None)
+  lines = [f"Balanced accuracy {metrics['balanced_accuracy']:.3f} on the test split "
+           f"({metrics.get('num_test_examples')} images; top-1 {metrics['top1']:.3f})"
+           + (f"; {groups}" if groups else "")]
+  if baseline is not None:
+    mean, seeds, this_seed = baseline
+    same = (f"; seed {metrics.get('seed')}: {this_seed:.3f}" if this_seed is not None
+            else "")
+    lines.append(f"cross-entropy on this split: {mean:.3f} (README: mean of seeds "
+                 f"{', '.join(seeds)}{same})")
+  return lines

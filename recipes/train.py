@@ -41,12 +41,14 @@ from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-posit
 from absl import logging  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from recipes import baselines
 from recipes import checks
 from recipes import configurables  # pylint: disable=unused-import
 from recipes import decoupled  # pylint: disable=unused-import  (registers decoupled)
 from recipes import experiment
 from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
 from recipes import renamed
+from recipes import report
 from recipes import strategies
 from recipes import trainer
 from recipes.errors import EXIT_BAD_INPUT
@@ -227,7 +229,8 @@ def main(argv):
     print(f"\n{summary}\nThis worker is done; the chief writes the report in {model_dir}")
     return
   written = sorted(n for n in os.listdir(model_dir) if not n.startswith("."))
-  print(f"\n{summary}\nReport in {model_dir}: {', '.join(written)}")
+  result = report.result_lines(metrics, baselines.readme_baseline(metrics))
+  print("\n".join(["", summary, *result, f"Report in {model_dir}: {', '.join(written)}"]))
 
 
 def cli(argv=None):

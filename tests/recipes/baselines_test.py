@@ -1,0 +1,52 @@
+"""README's baseline beside a run's result: only for a run on the same split and
+schedule as the benchmark's, and printed as the run's last figures."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from recipes import baselines
+from recipes import report
+
+RUN = {"recipe": "nfnet_long_tail", "seed": 1, "train_class_counts": [50, 10, 2],
+       "num_test_examples": 300, "epochs": 12, "steps": 120, "balanced_accuracy": 0.8125,
+       "top1": 0.8125, "many_shot_accuracy": 0.9, "many_shot_classes": 1,
+       "medium_shot_accuracy": 0.8, "medium_shot_classes": 1, "few_shot_accuracy": 0.7375,
+       "few_shot_classes": 1}
+
+
+class BaselinesTest(tf.test.TestCase):
+
+  def root_with(self, runs):
+    root = self.create_tempdir().full_path
+    os.makedirs(os.path.join(root, "docs", "data"))
+    with open(os.path.join(root, baselines.README_TABLES["nfnet_long_tail"]), "w") as f:
+      json.dump({"runs": {"cross-entropy": runs}}, f)
+    return root
+
+  def test_same_split_and_schedule(self):
+    same = {k: RUN[k] for k in baselines.SAME}
+    root = self.root_with({"0": dict(same, balanced_accuracy=0.70),
+                           "1": dict(same, balanced_accuracy=0.72),
+                           "2": dict(same, balanced_accuracy=0.77)})
+    found = baselines.readme_baseline(RUN, root)
+    self.assertAllClose(found[0], 0.73)
+    self.assertEqual(found[1:], (["0", "1", "2"], 0.72))
+    self.assertEqual(report.result_lines(RUN, found), [
+        "Balanced accuracy 0.812 on the test split (300 images; top-1 0.812); many-shot "
+        "0.900 (1 classes), medium-shot 0.800 (1 classes), few-shot 0.738 (1 classes)",
+        "cross-entropy on this split: 0.730 (README: mean of seeds 0, 1, 2; seed 1: 0.720)"])
+
+  def test_another_schedule_or_recipe_has_none(self):
+    same = {k: RUN[k] for k in baselines.SAME}
+    root = self.root_with({"0": dict(same, balanced_accuracy=0.70)})
+    for change in ({"epochs": 3}, {"steps": 4}, {"train_class_counts": [50, 10, 3]},
+                   {"recipe": "nfnet_long_tail_digits"}):
+      self.assertIsNone(baselines.readme_baseline(dict(RUN, **change), root), change)
+    self.assertIsNone(baselines.readme_baseline(RUN, self.create_tempdir().full_path))
+    self.assertLen(report.result_lines(RUN, None), 1)
+
+
+if __name__ == "__main__":
+  tf.test.main()
