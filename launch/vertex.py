@@ -126,8 +126,9 @@ def check_tensorboard(job, options):
     raise LaunchError("--vertex_tensorboard needs --service_account (Vertex uploads the "
                       "logs as the job's service account)")
   if output_url(job).rstrip("/").rsplit("/", 1)[-1] != "logs":
+    logs = output_url(job).rstrip("/") + "/logs"
     raise LaunchError(f"--vertex_tensorboard uploads <baseOutputDirectory>/logs: give "
-                      f"--model_dir={output_url(job).rstrip('/')}/logs, the run written there")
+                      f"--model_dir={logs!r}, the run written there")
 
 
 def machine_type(job):

@@ -131,6 +131,31 @@ class BadValuesTest(parameterized.TestCase):
     self.assert_refused(good, lambda v: self.run_module(
         "launch.launch", [*others, f"{flag}={v}"]), names)
 
+  def test_other_refusals_name_values_in_one_line(self):
+    """Refusals that are not a pattern's name the value too: as Python writes it, so a
+    newline in it stays on the line."""
+    value = "x\ny"
+    for args, names in [
+        ((*KUBERNETES, "--accelerator=t\n4"), "--accelerator='t\\n4' needs"),
+        ((*VERTEX, "--accelerator=T\n4"), "--accelerator='T\\n4' needs"),
+        ((*SLURM, f"--model_dir=gs://b/{value}"), "is a URL"),
+        ((*SLURM, "--image=r/zoo:1", f"--model_dir=/s/{value},z"), "holds ',' or ':'"),
+        ((*KUBERNETES, f"--model_dir=gs://b/./{value}"), "'.' and '..' are not folders"),
+        ((*KUBERNETES, "--volume_claim=runs", f"--volume_mount=/gcs/b/{value}",
+          "--model_dir=gs://b/x"), "overlaps"),
+        ((*KUBERNETES, "--volume_claim=runs", f"--volume_mount=/runs/{value}",
+          "--model_dir=/elsewhere/x"), "is not on the volume"),
+        ((*VERTEX, *TENSORBOARD, f"--model_dir=gs://b/{value}",
+          "--vertex_tensorboard=projects/p/locations/us-central1/tensorboards/1"),
+         "--vertex_tensorboard uploads"),
+        (("--backend=local", f"--status={value}"), "is not a local job id"),
+    ]:
+      with self.subTest(names):
+        result = self.run_module("launch.launch", args)
+        self.assertEqual(result.returncode, 2, (args, result.stderr))
+        self.assertLen(result.stderr.splitlines(), 1, (args, result.stderr))
+        self.assertIn(names, result.stderr)
+
   def test_tpu_packages(self):
     self.assert_refused("tensorflow-tpu==2.20.0", lambda v: self.run_module(
         "launch.launch", [*TPU_VM, f"--tpu_packages={v}"]), "--tpu_packages",
