@@ -19,7 +19,7 @@ import sys
 
 EXIT_BAD_INPUT = 2
 DEFAULT_PORT = 2222
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class WorkerError(ValueError):
@@ -28,7 +28,7 @@ class WorkerError(ValueError):
 
 def _text(env, name):
   value = env.get(name, "")
-  if not _DNS_LABEL.match(value):
+  if not _DNS_LABEL.fullmatch(value):
     raise WorkerError(f"{name}={value!r} is not a DNS label; the Indexed Job manifest "
                       "sets it (launch/kubernetes.py)")
   return value
@@ -38,7 +38,7 @@ def _number(env, name, default=None, low=0, high=None):
   value = env.get(name)
   if value is None and default is not None:
     return default
-  if value is None or not re.match(r"^[0-9]+$", value) or int(value) < low or \
+  if value is None or not re.fullmatch(r"[0-9]+", value) or int(value) < low or \
       (high is not None and int(value) > high):
     bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
     raise WorkerError(f"{name}={value!r} must be a whole number {bounds}; run this in a "

@@ -33,8 +33,8 @@ class LaunchError(ValueError):
   (Its own type: nothing imports recipes/, a worker is a process.)"""
 
 
-_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,46}[a-z0-9])?$")
-_SUBMISSION = re.compile(r"^[a-z0-9]{6}$")
+_NAME = re.compile(r"[a-z]([-a-z0-9]{0,46}[a-z0-9])?")
+_SUBMISSION = re.compile(r"[a-z0-9]{6}")
 # A submitted name keeps the first 41 characters of the run's name: with "-" and the
 # 6-character submission id it stays within the 48 of `Job.name`.
 _KEPT = 41
@@ -46,7 +46,7 @@ def new_submission():
 
 
 # A bucket name's characters (its length is Cloud Storage's to check).
-_BUCKET = re.compile(r"^[a-z0-9]([-_.a-z0-9]*[a-z0-9])?$")
+_BUCKET = re.compile(r"[a-z0-9]([-_.a-z0-9]*[a-z0-9])?")
 
 
 def bucket_and_path(model_dir):
@@ -56,13 +56,14 @@ def bucket_and_path(model_dir):
   if not model_dir.startswith("gs://"):
     return None
   bucket, _, path = model_dir[len("gs://"):].partition("/")
-  if not _BUCKET.match(bucket):
-    raise LaunchError(f"--model_dir={model_dir}: {bucket!r} is not a Cloud Storage bucket "
-                      "name; give gs://BUCKET/PATH, e.g. --model_dir=gs://my-bucket/runs/x")
+  if not _BUCKET.fullmatch(bucket):
+    raise LaunchError(f"--model_dir={model_dir!r}: {bucket!r} is not a Cloud Storage "
+                      "bucket name; give gs://BUCKET/PATH, e.g. "
+                      "--model_dir=gs://my-bucket/runs/x")
   parts = [p for p in path.split("/") if p]
   if any(p in (".", "..") for p in parts):
-    raise LaunchError(f"--model_dir={model_dir}: '.' and '..' are not folders in a bucket; "
-                      "give the path without them")
+    raise LaunchError(f"--model_dir={model_dir!r}: '.' and '..' are not folders in a "
+                      "bucket; give the path without them")
   return bucket, "/".join(parts)
 
 
@@ -81,8 +82,8 @@ def mounted(model_dir, root=GCS_ROOT):
 # characters) can pass, so the reference is safe in a manifest or a remote shell.
 _DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?)"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE = re.compile(rf"^(?P<name>(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*)"
-                    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+_IMAGE = re.compile(rf"(?P<name>(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*)"
+                    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?")
 _MAX_NAME = 255  # the grammar's limit on the repository name
 
 
@@ -101,7 +102,7 @@ class ImageReference:
 
 def parse_image(image):
   """The ImageReference of `image`; LaunchError, naming the fix, when it is not one."""
-  found = _IMAGE.match(image) if isinstance(image, str) else None
+  found = _IMAGE.fullmatch(image) if isinstance(image, str) else None
   if not found or len(found.group("name")) > _MAX_NAME:
     why = ("a digest is sha256: and 64 lower-case hex digits" if "@" in str(image) else
            "a repository path is lower case letters, digits and . _ - separated by /")
@@ -162,13 +163,13 @@ class Job:
   submission: str = ""
 
   def __post_init__(self):
-    if not _NAME.match(self.name):
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", self.recipe):
+      raise LaunchError(f"--recipe={self.recipe!r} is not a recipe name; give a target "
+                        "name of //recipes, e.g. --recipe=nfnet_long_tail")
+    if not _NAME.fullmatch(self.name):
       raise LaunchError(f"--name={self.name!r} is not a valid job name; use lower case "
                         "letters, digits and '-', starting with a letter, at most 48 "
                         "characters (e.g. --name=nfnet-long-tail)")
-    if not re.match(r"^[a-z][a-z0-9_]*$", self.recipe):
-      raise LaunchError(f"--recipe={self.recipe!r} is not a recipe name; give a target "
-                        "name of //recipes, e.g. --recipe=nfnet_long_tail")
     if isinstance(self.workers, bool) or not isinstance(self.workers, int) or \
         self.workers < 1:
       raise LaunchError(f"--workers={self.workers!r} must be a whole number >= 1")
@@ -179,9 +180,9 @@ class Job:
         self.accelerators_per_worker < 0:
       raise LaunchError(f"--accelerators_per_worker={self.accelerators_per_worker!r} must "
                         "be a whole number >= 0")
-    if self.submission and not _SUBMISSION.match(self.submission):
-      raise LaunchError(f"submission id {self.submission!r} is not 6 lower-case letters "
-                        "or digits")
+    if self.submission and not _SUBMISSION.fullmatch(self.submission):
+      raise LaunchError(f"--submission_id={self.submission!r} is not 6 lower-case "
+                        "letters or digits")
 
   @property
   def submitted_name(self):

@@ -93,12 +93,12 @@ GRACE_SECONDS = 120
 EXIT_BAD_INPUT, EXIT_DIVERGED = 2, 3  # recipes/errors.py
 EXIT_PREEMPTED = 143  # recipes/errors.py: SIGTERM, a checkpoint was saved
 EXIT_RETRIES_SPENT = retry_budget.EXIT_RETRIES_SPENT
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?"
-                        r"[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?")
+_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?"
+                        r"[A-Za-z0-9]([-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?")
 # Kubernetes resource quantities (a number, then an SI or binary suffix).
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
 VOLUME = "runs"
 # GKE's Cloud Storage FUSE CSI driver: the volume of a gs:// model_dir's bucket.
 GCS_VOLUME = "gcs"
@@ -147,8 +147,8 @@ def model_dir(job, options):
       raise LaunchError(f"--volume_mount={options.volume_mount!r} must be an absolute "
                         "path, e.g. --volume_mount=/runs")
     if gcs and _overlap(mount, gcs[1]):
-      raise LaunchError(f"--volume_mount={mount} overlaps {gcs[1]}, where the pods mount "
-                        f"the bucket of --model_dir={job.model_dir}; mount the claim "
+      raise LaunchError(f"--volume_mount={mount!r} overlaps {gcs[1]}, where the pods mount "
+                        f"the bucket of --model_dir={job.model_dir!r}; mount the claim "
                         "elsewhere, e.g. --volume_mount=/runs")
     if not job.model_dir:
       return posixpath.join(mount, job.name)
@@ -157,8 +157,9 @@ def model_dir(job, options):
     if posixpath.normpath(job.model_dir).startswith(mount + "/"):
       return job.model_dir
     raise LaunchError(f"--model_dir={job.model_dir!r} is not on the volume "
-                      f"--volume_claim={options.volume_claim} mounts at {mount}; give a "
-                      f"path under it (e.g. {mount}/{job.name}) or a gs:// path")
+                      f"--volume_claim={options.volume_claim} mounts at {mount!r}; give a "
+                      f"path under it (e.g. {posixpath.join(mount, job.name)!r}) or a "
+                      "gs:// path")
   if not gcs:
     given = f"--model_dir={job.model_dir!r} is not reachable from every pod" \
         if job.model_dir else "the kubernetes backend needs --model_dir"
@@ -172,7 +173,7 @@ def check(job, options):
   if not job.image:
     raise LaunchError("the kubernetes backend needs an image: give --image or --registry")
   if job.accelerator and not job.accelerators_per_worker:
-    raise LaunchError(f"--accelerator={job.accelerator} needs --accelerators_per_worker "
+    raise LaunchError(f"--accelerator={job.accelerator!r} needs --accelerators_per_worker "
                       ">= 1 (GPUs a worker uses)")
   if isinstance(options.backoff_limit, bool) or not isinstance(options.backoff_limit, int) \
       or options.backoff_limit < 0:
@@ -180,18 +181,18 @@ def check(job, options):
                       ">= 0")
   for flag, value in (("--namespace", options.namespace),
                       ("--volume_claim", options.volume_claim)):
-    if value and not _DNS_LABEL.match(value):
+    if value and not _DNS_LABEL.fullmatch(value):
       raise LaunchError(f"{flag}={value!r} is not a Kubernetes name (lower case, digits "
                         "and '-', at most 63)")
-  if not _LABEL_KEY.match(options.accelerator_label):
+  if not _LABEL_KEY.fullmatch(options.accelerator_label):
     raise LaunchError(f"--accelerator_label={options.accelerator_label!r} is not a node "
                       f"label key, e.g. {GKE_ACCELERATOR_LABEL}")
-  if job.accelerator and not _LABEL_VALUE.match(job.accelerator):
+  if job.accelerator and not _LABEL_VALUE.fullmatch(job.accelerator):
     raise LaunchError(f"--accelerator={job.accelerator!r} is not a node label value, e.g. "
                       "nvidia-tesla-a100")
   for flag, value, example in (("--k8s_cpu", options.cpu, "4 or 500m"),
                                ("--k8s_memory", options.memory, "16Gi")):
-    if not _QUANTITY.match(value) or not re.search(r"[1-9]", value):
+    if not _QUANTITY.fullmatch(value) or not re.search(r"[1-9]", value):
       raise LaunchError(f"{flag}={value!r} is not a positive Kubernetes quantity, e.g. "
                         f"{flag}={example.split()[0]} ({example})")
 

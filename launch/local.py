@@ -11,9 +11,11 @@ do so, then stops them, and exits with the first failure's status. Rerunning the
 command resumes from the chief's last checkpoint.
 
 A running launch is a job with an id (the launcher's process id), recorded with its
-workers' process ids in `jobs_dir()` while it runs: `--status=<id>` says whether it
-runs, `--cancel=<id>` sends its workers SIGTERM (they save a checkpoint and exit 143;
-the same launch rerun resumes). A record whose launcher is gone (killed) is removed.
+workers' process ids and their start times in `jobs_dir()` while it runs:
+`--status=<id>` says whether it runs, `--cancel=<id>` sends its workers SIGTERM (they
+save a checkpoint and exit 143; the same launch rerun resumes); a process id whose
+start time is not the recorded one is another process's now, and is left alone. A
+record whose launcher is gone (killed) is removed.
 """
 
 import contextlib
@@ -164,7 +166,8 @@ def recorded(job, processes, out):
 
   def write():
     record = {"name": job.name, "model_dir": job.model_dir, "launcher": int(job_id),
-              "started": started_at(os.getpid()), "workers": [p.pid for p in processes]}
+              "started": started_at(os.getpid()),
+              "workers": [{"pid": p.pid, "started": started_at(p.pid)} for p in processes]}
     try:
       os.makedirs(jobs_dir(), exist_ok=True)
       with open(path + ".tmp", "w") as f:
@@ -187,9 +190,12 @@ def recorded(job, processes, out):
 
 def read_record(job_id):
   """The running job's record; LaunchError when there is none."""
+  if not re.fullmatch(r"\d+", job_id):
+    raise LaunchError(f"--status/--cancel={job_id!r} is not a local job id; give the "
+                      "number its launch printed (job <id>: ...)")
   path = os.path.join(jobs_dir(), f"{job_id}.json")
-  if not re.match(r"^\d+$", job_id) or not os.path.exists(path):
-    raise LaunchError(f"--status/--cancel={job_id!r}: no local job {job_id} runs here "
+  if not os.path.exists(path):
+    raise LaunchError(f"--status/--cancel={job_id}: no local job {job_id} runs here "
                       f"({jobs_dir()}); give the id its launch printed (job <id>: ...)")
   with open(path) as f:
     record = json.load(f)
@@ -200,10 +206,17 @@ def read_record(job_id):
   return record
 
 
+def running_workers(record):
+  """The process ids of the record's workers that still run: each id with the start
+  time recorded for it (an id the system gave to another process since is not one)."""
+  return [w["pid"] for w in record["workers"]
+          if w["started"] is not None and started_at(w["pid"]) == w["started"]]
+
+
 def status(job_id, out=None):
   out = out or sys.stdout
   record = read_record(job_id)
-  alive = [pid for pid in record["workers"] if started_at(pid) is not None]
+  alive = running_workers(record)
   out.write(f"job {job_id} ({record['name']}): running, {len(alive)} of "
             f"{len(record['workers'])} workers alive (pids {' '.join(map(str, alive))}); "
             f"model_dir {record['model_dir']}\n")
@@ -213,7 +226,7 @@ def status(job_id, out=None):
 def cancel(job_id, out=None):
   out = out or sys.stdout
   record = read_record(job_id)
-  for pid in record["workers"]:
+  for pid in running_workers(record):
     with contextlib.suppress(ProcessLookupError):
       os.kill(pid, signal.SIGTERM)
   out.write(f"job {job_id} ({record['name']}): SIGTERM sent to its workers; they save a "

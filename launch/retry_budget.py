@@ -25,7 +25,7 @@ import sys
 
 EXIT_BAD_INPUT = 2
 EXIT_RETRIES_SPENT = 4
-_CHECKPOINT = re.compile(r"^ckpt-(\d+)\.index$")  # recipes/checkpoints.py NUMBERED
+_CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")  # recipes/checkpoints.py NUMBERED
 
 
 class BudgetError(ValueError):
@@ -38,7 +38,7 @@ def newest_checkpoint(model_dir):
     names = os.listdir(os.path.join(model_dir, "checkpoints"))
   except OSError:
     return -1
-  steps = [int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m]
+  steps = [int(m.group(1)) for m in map(_CHECKPOINT.fullmatch, names) if m]
   return max(steps, default=-1)
 
 
@@ -50,7 +50,7 @@ def task(environ):
         "index", 0)
   except (ValueError, AttributeError) as e:
     raise BudgetError(f"TF_CONFIG is not JSON with a task: {e}") from None
-  if not re.match(r"^[a-z]+$", str(kind)) or not isinstance(index, int) or index < 0:
+  if not re.fullmatch(r"[a-z]+", str(kind)) or not isinstance(index, int) or index < 0:
     raise BudgetError(f"TF_CONFIG's task {kind!r} {index!r} is not a type and index")
   return f"{kind}-{index}"
 
@@ -87,9 +87,9 @@ def parse(argv):
   command = argv[at + 1:]
   if set(own) != {"limit", "model_dir", "ledger"} or not command:
     raise BudgetError("give --limit, --model_dir, --ledger and a command after --")
-  if not re.match(r"^[0-9]+$", own["limit"]):
+  if not re.fullmatch(r"[0-9]+", own["limit"]):
     raise BudgetError(f"--limit={own['limit']!r} must be a whole number >= 0")
-  if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", own["ledger"]):
+  if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", own["ledger"]):
     raise BudgetError(f"--ledger={own['ledger']!r} must be a job name")
   return int(own["limit"]), own["model_dir"], own["ledger"], command
 

@@ -9,7 +9,8 @@ every task: the trainer finds its peers through Slurm's environment
 (recipes.strategies.slurm_resolver; its ports come from the job id, so two jobs
 sharing a node do not collide).
 With an image the step runs in it (pyxis: --container-image, working directory
-launch.job.IMAGE_WORKDIR, model_dir mounted); without one, in `workdir`, a checkout of
+launch.job.IMAGE_WORKDIR, model_dir mounted at its own path, so it holds no ',' or ':',
+--container-mounts' separators); without one, in `workdir`, a checkout of
 this workspace on the cluster whose Python environment `setup` lines (e.g.
 `source ~/zoo-venv/bin/activate`) make ready.
 
@@ -41,10 +42,10 @@ SCRIPT = "job.sbatch"
 SIGNAL_SECONDS = 120
 EXIT_PREEMPTED = 143  # recipes.errors.EXIT_PREEMPTED: the trainer saved and stopped
 # sbatch's --time and --mem forms (minutes, [D-]HH:MM[:SS], ...; a size with a unit).
-_TIME = re.compile(r"^(\d+-)?\d+(:\d\d){0,2}$")
-_MEM = re.compile(r"^\d+[KMGT]?$")
+_TIME = re.compile(r"(\d+-)?\d+(:\d\d){0,2}")
+_MEM = re.compile(r"\d+[KMGT]?")
 # partition and account names: no spaces, no shell syntax.
-_NAME = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")
+_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Options:
 
 def check(job, options):
   if "://" in job.model_dir:
-    raise LaunchError(f"--model_dir={job.model_dir} is a URL; Slurm workers write to a "
+    raise LaunchError(f"--model_dir={job.model_dir!r} is a URL; Slurm workers write to a "
                       "shared file system: give its path (e.g. --model_dir=/shared/runs/"
                       f"{job.name}), or mount the bucket with gcsfuse on every node and "
                       "give the mounted path")
@@ -80,15 +81,18 @@ def check(job, options):
   if not job.image and not posixpath.isabs(options.workdir):
     raise LaunchError("the slurm backend runs in --image (pyxis) or in --slurm_workdir, "
                       "the workspace's absolute path on the cluster; give one")
-  if job.accelerator and not _NAME.match(job.accelerator):
+  if job.accelerator and not _NAME.fullmatch(job.accelerator):
     raise LaunchError(f"--accelerator={job.accelerator!r} is not a Slurm GPU type; give "
                       "the type --gpus-per-task takes, e.g. a100")
   if job.accelerator and not job.accelerators_per_worker:
-    raise LaunchError(f"--accelerator={job.accelerator} needs --accelerators_per_worker "
+    raise LaunchError(f"--accelerator={job.accelerator!r} needs --accelerators_per_worker "
                       ">= 1 (GPUs a task uses)")
   if options.container_mounts and not job.image:
     raise LaunchError("--slurm_container_mounts needs --image (pyxis mounts into a "
                       "container)")
+  if job.image and ("," in job.model_dir or ":" in job.model_dir):
+    raise LaunchError(f"--model_dir={job.model_dir!r} holds ',' or ':', which pyxis's "
+                      "--container-mounts reads as separators; give a path without them")
   check_resources(options)
 
 
@@ -107,7 +111,7 @@ def check_resources(options):
               ("partition", _NAME, "a partition's name"), ("account", _NAME, "an account"))
   for name, pattern, example in patterns:
     value = getattr(options, name)
-    if value and not pattern.match(value):
+    if value and not pattern.fullmatch(value):
       raise LaunchError(f"--slurm_{name}={value!r} is not an sbatch --{name}; give "
                         f"{example}")
 
@@ -178,11 +182,11 @@ def steps(job, options):
   return (Step(argv=("sbatch", f"{{dir}}/{SCRIPT}"), files=((SCRIPT, script(job, options)),)),)
 
 
-_JOB_ID = re.compile(r"^\d+$")
+_JOB_ID = re.compile(r"\d+")
 
 
 def check_job_id(job_id):
-  if not _JOB_ID.match(job_id):
+  if not _JOB_ID.fullmatch(job_id):
     raise LaunchError(f"--status/--cancel={job_id!r} is not a Slurm job id; give the "
                       "number sbatch printed (Submitted batch job <id>)")
 

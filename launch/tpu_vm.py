@@ -70,12 +70,12 @@ RUN_LABEL = "zoo-run"  # the containers of one run, Job.name
 GCSFUSE_APT = "https://packages.cloud.google.com/apt"
 GCSFUSE_KEY = "https://packages.cloud.google.com/apt/doc/apt-key.gpg"
 GCSFUSE_KEYRING = "/usr/share/keyrings/cloud.google.asc"
-_TPU_TYPE = re.compile(r"^v[0-9]+[a-z]*-([0-9]+)$")
+_TPU_TYPE = re.compile(r"v[0-9]+[a-z]*-([0-9]+)")
 SINGLE_HOST_LIMIT = 8  # the largest type number one host has (cores or chips)
 # One pip requirement: a name, extras, version clauses (no spaces, quotes or shell).
-_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
-                          r"([<>=!~]=?[A-Za-z0-9.*+!_-]+(,[<>=!~]=?[A-Za-z0-9.*+!_-]+)*)?$")
-_GCLOUD_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?"
+                          r"([<>=!~]=?[A-Za-z0-9.*+!_-]+(,[<>=!~]=?[A-Za-z0-9.*+!_-]+)*)?")
+_GCLOUD_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,13 +104,13 @@ def check(job, options):
                       "TPU cores: drop it")
   for flag, value in (("--tpu_name", options.tpu_name), ("--zone", options.zone)) + (
       (("--project", options.project),) if options.project else ()):
-    if not _GCLOUD_NAME.match(value):
+    if not _GCLOUD_NAME.fullmatch(value):
       raise LaunchError(f"{flag}={value!r} is not a Google Cloud name (lower case, digits "
                         "and '-')")
-  if not re.match(r"^[a-z0-9][-a-z0-9._]*$", options.runtime_version):
+  if not re.fullmatch(r"[a-z0-9][-a-z0-9._]*", options.runtime_version):
     raise LaunchError(f"--tpu_runtime_version={options.runtime_version!r} is not a TPU "
                       f"software version, e.g. {DEFAULT_RUNTIME_VERSION}")
-  found = _TPU_TYPE.match(job.accelerator)
+  found = _TPU_TYPE.fullmatch(job.accelerator)
   if not found:
     raise LaunchError(f"--accelerator={job.accelerator!r}: the tpu_vm backend needs the "
                       "TPU VM's type, e.g. --accelerator=v4-8")
@@ -129,7 +129,7 @@ def check(job, options):
     raise LaunchError("--tpu_packages is empty; give the TPU TensorFlow to install, e.g. "
                       f"--tpu_packages={TPU_PACKAGES}")
   for requirement in options.packages.split():
-    if not _REQUIREMENT.match(requirement):
+    if not _REQUIREMENT.fullmatch(requirement):
       raise LaunchError(f"--tpu_packages: {requirement!r} is not a pip requirement "
                         "(NAME[EXTRAS][OP VERSION,...], space-separated), e.g. "
                         "--tpu_packages='tensorflow-tpu>=2.20 libtpu==0.0.14'")

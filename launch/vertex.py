@@ -62,10 +62,10 @@ GPU_MACHINES = {
     "NVIDIA_L4": {1: "g2-standard-4", 2: "g2-standard-24", 4: "g2-standard-48",
                   8: "g2-standard-96"},
 }
-_TENSORBOARD = re.compile(r"^projects/[-a-z0-9]+/locations/[-a-z0-9]+/tensorboards/[0-9]+$")
-_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
-_PROJECT = re.compile(r"^([a-z][-a-z0-9.]*[a-z0-9]:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$")
-_SERVICE_ACCOUNT = re.compile(r"^[a-z][-a-z0-9]{4,61}[a-z0-9]@[-a-z0-9.]+$")
+_TENSORBOARD = re.compile(r"projects/[-a-z0-9]+/locations/[-a-z0-9]+/tensorboards/[0-9]+")
+_REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
+_PROJECT = re.compile(r"([a-z][-a-z0-9.]*[a-z0-9]:)?[a-z][-a-z0-9]{4,28}[a-z0-9]")
+_SERVICE_ACCOUNT = re.compile(r"[a-z][-a-z0-9]{4,61}[a-z0-9]@[-a-z0-9.]+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,12 +84,12 @@ class Options:
 def check(job, options):
   if not options.region:
     raise LaunchError("the vertex backend needs --region (e.g. --region=us-central1)")
-  if not _REGION.match(options.region):
+  if not _REGION.fullmatch(options.region):
     raise LaunchError(f"--region={options.region!r} is not a Google Cloud region, e.g. "
                       "--region=us-central1")
-  if options.project and not _PROJECT.match(options.project):
+  if options.project and not _PROJECT.fullmatch(options.project):
     raise LaunchError(f"--project={options.project!r} is not a Google Cloud project ID")
-  if job.machine_type and not re.match(r"^[a-z0-9]+(-[a-z0-9]+)*$", job.machine_type):
+  if job.machine_type and not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", job.machine_type):
     raise LaunchError(f"--machine_type={job.machine_type!r} is not a machine type, e.g. "
                       f"{DEFAULT_MACHINE_TYPE}")
   if not job.image:
@@ -98,18 +98,18 @@ def check(job, options):
     given = f"--model_dir={job.model_dir!r} is not reachable from every Vertex replica" \
         if job.model_dir else "the vertex backend needs --model_dir"
     raise LaunchError(f"{given}; give a gs:// path (e.g. --model_dir=gs://bucket/runs/x)")
-  if job.accelerators_per_worker and not re.match(r"^[A-Z][A-Z0-9_]*$", job.accelerator):
+  if job.accelerators_per_worker and not re.fullmatch(r"[A-Z][A-Z0-9_]*", job.accelerator):
     raise LaunchError(f"--accelerator={job.accelerator!r}: with --accelerators_per_worker "
                       "Vertex needs its accelerator type, e.g. --accelerator=NVIDIA_TESLA_T4")
   if job.accelerator and not job.accelerators_per_worker:
-    raise LaunchError(f"--accelerator={job.accelerator} needs --accelerators_per_worker "
+    raise LaunchError(f"--accelerator={job.accelerator!r} needs --accelerators_per_worker "
                       ">= 1 (GPUs a replica uses)")
   machine_type(job)
   if isinstance(options.timeout_hours, bool) or not isinstance(options.timeout_hours, int) \
       or options.timeout_hours < 1:
     raise LaunchError(f"--vertex_timeout_hours={options.timeout_hours!r} must be a whole "
                       f"number >= 1 (Vertex's default is {DEFAULT_TIMEOUT_HOURS})")
-  if options.service_account and not _SERVICE_ACCOUNT.match(options.service_account):
+  if options.service_account and not _SERVICE_ACCOUNT.fullmatch(options.service_account):
     raise LaunchError(f"--service_account={options.service_account!r} is not a service "
                       "account e-mail, e.g. trainer@my-project.iam.gserviceaccount.com")
   check_tensorboard(job, options)
@@ -118,7 +118,7 @@ def check(job, options):
 def check_tensorboard(job, options):
   if not options.tensorboard:
     return
-  if not _TENSORBOARD.match(options.tensorboard):
+  if not _TENSORBOARD.fullmatch(options.tensorboard):
     raise LaunchError(f"--vertex_tensorboard={options.tensorboard!r} is not a TensorBoard "
                       "resource name, e.g. projects/my-project/locations/us-central1/"
                       "tensorboards/123")
@@ -126,8 +126,9 @@ def check_tensorboard(job, options):
     raise LaunchError("--vertex_tensorboard needs --service_account (Vertex uploads the "
                       "logs as the job's service account)")
   if output_url(job).rstrip("/").rsplit("/", 1)[-1] != "logs":
+    logs = output_url(job).rstrip("/") + "/logs"
     raise LaunchError(f"--vertex_tensorboard uploads <baseOutputDirectory>/logs: give "
-                      f"--model_dir={output_url(job).rstrip('/')}/logs, the run written there")
+                      f"--model_dir={logs!r}, the run written there")
 
 
 def machine_type(job):

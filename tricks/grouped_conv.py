@@ -32,8 +32,10 @@ oneDNN 3.7.3 in TensorFlow 2.20) leaves the filter taps that see only padding un
 when the input is narrower than the stride (SAME padding, input width < stride width,
 kernel wider than 1): TensorFlow hands back an uninitialised buffer there, often
 non-finite, whether the convolution is grouped or not. `benchmarks/grouped_conv_bf16.py`
-reproduces it. Such a convolution (only the last stages of tiny inputs, e.g. NFNet-nano
-at 16px) runs in float32 here, cast in and out (`bfloat16_filter_gradient_unsafe`).
+reproduces it; its sweep ran 1x1 and 3x3 kernels without dilation only. Such a
+convolution (only the last stages of tiny inputs, e.g. NFNet-nano at 16px), and one the
+sweep never ran (a kernel of another size, a dilation above 1), runs in float32 here,
+cast in and out (`bfloat16_filter_gradient_unsafe`).
 """
 
 import functools
@@ -42,6 +44,8 @@ import tensorflow as tf
 import tf_keras
 
 KERNELS = ("native", "split", "xla")
+# Kernel sizes benchmarks/grouped_conv_bf16.py swept in bfloat16 (without dilation).
+SWEPT_KERNEL_SIZES = (1, 3)
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,19 +89,35 @@ def kernel_for(groups, dtype="float32"):
   return "native" if native_cpu_gradients(dtype.name) else "split"
 
 
-def bfloat16_filter_gradient_unsafe(input_shape, strides, data_format="NHWC"):
+def spatial_values(values, rank, data_format="NHWC"):
+  """`strides` or `dilations` as `tf.nn.convolution` reads them, one a spatial axis: an
+  int or a 1-list is every axis's; a list of rank + 2 holds the batch and channel
+  axes too."""
+  values = [values] if isinstance(values, int) else list(values)
+  if len(values) == 1:
+    return values * rank
+  if len(values) == rank + 2:
+    return values[1:-1] if data_format.endswith("C") else values[2:]
+  return values
+
+
+def bfloat16_filter_gradient_unsafe(input_shape, kernel_shape, strides, dilations=1,
+                                    data_format="NHWC"):
   """Whether oneDNN's bfloat16 filter gradient may return garbage for a convolution of
-  `input_shape` (static, batch first) at `strides`: some spatial input size below its
-  stride, or unknown (the fault, seen in the width, is checked in both dimensions)."""
-  input_shape = tf.TensorShape(input_shape)
-  if input_shape.rank is None:
+  `input_shape` (static, batch first) with a `kernel_shape` (HWIO) kernel: some spatial
+  input size below its stride, or unknown (the fault, seen in the width, is checked in
+  both dimensions); or a case the sweep never ran: a kernel size other than
+  SWEPT_KERNEL_SIZES, or unknown, or a dilation above 1."""
+  input_shape, kernel_shape = tf.TensorShape(input_shape), tf.TensorShape(kernel_shape)
+  if input_shape.rank is None or kernel_shape.rank is None:
     return True
   spatial = input_shape[1:-1] if data_format.endswith("C") else input_shape[2:]
   rank = len(spatial)
-  strides = [strides] * rank if isinstance(strides, int) else list(strides)
-  if len(strides) == rank + 2:
-    strides = strides[1:-1] if data_format.endswith("C") else strides[2:]
-  return any(size is None or size < stride for size, stride in zip(spatial, strides))
+  strides = spatial_values(strides, rank, data_format)
+  dilations = spatial_values(dilations, rank, data_format)
+  return (any(size is None or size < stride for size, stride in zip(spatial, strides))
+          or any(size not in SWEPT_KERNEL_SIZES for size in kernel_shape[:-2])
+          or any(dilation > 1 for dilation in dilations))
 
 
 def grouped_conv2d(inputs, kernel, groups, strides=1, padding="SAME", dilations=1,
@@ -110,8 +130,9 @@ def grouped_conv2d(inputs, kernel, groups, strides=1, padding="SAME", dilations=
     raise ValueError(f"grouped_conv2d method={method!r}: use one of {KERNELS} or None")
   if (inputs.dtype == tf.bfloat16 and method != "xla" and not in_xla_context()
       and not any(tf.config.list_physical_devices(d) for d in ("GPU", "TPU"))
-      and bfloat16_filter_gradient_unsafe(inputs.shape, strides, data_format)):
-    # oneDNN's bfloat16 filter gradient is wrong here (module docstring): float32.
+      and bfloat16_filter_gradient_unsafe(inputs.shape, kernel.shape, strides,
+                                          dilations, data_format)):
+    # oneDNN's bfloat16 filter gradient is wrong or untried here (module docstring).
     outputs = grouped_conv2d(tf.cast(inputs, tf.float32), tf.cast(kernel, tf.float32),
                              groups, strides, padding, dilations, data_format, method)
     return tf.cast(outputs, tf.bfloat16)

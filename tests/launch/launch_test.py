@@ -262,7 +262,10 @@ BAD_INPUTS = [
                                "--model_dir=/s/x"], "--slurm_workdir"),
     ("slurm_gs_model_dir", ["--backend=slurm", "--recipe=nfnet_long_tail",
                             "--model_dir=gs://b/x", "--slurm_workdir=/s/zoo"],
-     "--model_dir=gs://b/x is a URL; .*mount the bucket with gcsfuse on every node"),
+     "--model_dir='gs://b/x' is a URL; .*mount the bucket with gcsfuse on every node"),
+    ("slurm_container_model_dir_with_comma", [
+        "--backend=slurm", "--recipe=nfnet_long_tail", f"--image={IMAGE}",
+        "--model_dir=/shared/runs/a,b"], "--model_dir='/shared/runs/a,b' holds ',' or ':'"),
     ("tpu_mount_path_model_dir", ["--backend=tpu_vm", "--recipe=nfnet_long_tail",
                                   f"--image={IMAGE}", "--model_dir=/gcs/b/x",
                                   "--zone=z", "--tpu_name=t", "--accelerator=v4-8"],

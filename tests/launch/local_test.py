@@ -107,10 +107,12 @@ class LocalTest(tf.test.TestCase):
         run.kill()
       run.communicate()
     self.assertFalse(os.path.exists(os.path.join(model_dir, "metrics.json")))
-    for gone in (job_id, "12x"):
-      said = manage(f"--status={gone}")
-      self.assertEqual(said.returncode, 2)
-      self.assertIn(f"no local job {gone} runs here", said.stderr)
+    said = manage(f"--status={job_id}")
+    self.assertEqual(said.returncode, 2)
+    self.assertIn(f"no local job {job_id} runs here", said.stderr)
+    said = manage("--status=12x")
+    self.assertEqual(said.returncode, 2)
+    self.assertIn("--status/--cancel='12x' is not a local job id", said.stderr)
 
   def test_dry_run_prints_each_workers_command(self):
     out = io.StringIO()

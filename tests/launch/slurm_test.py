@@ -2,6 +2,7 @@
 a pyxis container), its shell syntax, bad options, and the golden file."""
 
 import dataclasses
+import os
 import shlex
 import shutil
 import subprocess
@@ -105,7 +106,7 @@ class SlurmTest(absltest.TestCase):
          "absolute path on a filesystem every node shares"),
         # The trainer writes to a path: a bucket is the user's to mount on every node.
         (Job(name="t", recipe="nfnet_long_tail", model_dir="gs://b/t"), OPTIONS,
-         "--model_dir=gs://b/t is a URL; Slurm workers write to a shared file system: "
+         "--model_dir='gs://b/t' is a URL; Slurm workers write to a shared file system: "
          "give its path \\(e.g. --model_dir=/shared/runs/t\\), or mount the bucket with "
          "gcsfuse on every node"),
         (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t"), slurm.Options(),
@@ -117,6 +118,13 @@ class SlurmTest(absltest.TestCase):
         (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t",
              accelerator="a100\n#SBATCH --uid=0", accelerators_per_worker=1), OPTIONS,
          "is not a Slurm GPU type"),
+        # pyxis splits --container-mounts at ',' and each mount at ':'.
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="/shared/runs/a,b",
+             image="r/zoo:1"), slurm.Options(),
+         "--model_dir='/shared/runs/a,b' holds ',' or ':', which pyxis's "
+         "--container-mounts reads as separators; give a path without them"),
+        (Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t:ro", image="r/zoo:1"),
+         slurm.Options(), "--model_dir='/s/t:ro' holds ',' or ':'"),
     ]
     job = Job(name="t", recipe="nfnet_long_tail", model_dir="/s/t")
     for field, value, message in (
@@ -133,18 +141,47 @@ class SlurmTest(absltest.TestCase):
     for job, options, message in cases:
       with self.assertRaisesRegex(LaunchError, message):
         slurm.steps(job, options)
+    # Without an image nothing is mounted: such a path is the trainer's alone.
+    slurm.steps(Job(name="t", recipe="nfnet_long_tail", model_dir="/s/a,b:c"), OPTIONS)
 
-  def test_values_reaching_the_shell_stay_words(self):
-    """A model_dir and recipe flag with shell syntax arrive unchanged (bash -x shows
-    the words srun is given)."""
-    hostile = "/s/runs/$(touch pwned) x;'y\"`id`"
-    job = Job(name="t", recipe="nfnet_long_tail", workers=2, model_dir=hostile,
-              recipe_args=("--gin_bindings=NAME = '$HOME; `id`'",))
-    line = next(l for l in slurm.script(job, slurm.Options(workdir="/z")).splitlines()
-                if l.startswith("srun "))
-    words = shlex.split(line)
-    self.assertIn(f"--model_dir={hostile}", words)
-    self.assertIn("--gin_bindings=NAME = '$HOME; `id`'", words)
+  def test_bash_runs_srun_with_the_values_unchanged(self):
+    """The script itself under `bash -x`, srun a shell function that records the words
+    it is given: a workdir, model_dir and recipe flag with spaces, quotes, $(...),
+    backquotes, ';' and newlines arrive as one word each, and nothing in them runs."""
+    bash = shutil.which("bash")
+    if bash is None:
+      self.skipTest("no bash here")
+    here = self.create_tempdir().full_path
+    hostile = " $(touch pwned) x;'y\"`touch pwned`\nz"
+    workdir = os.path.join(here, "zoo" + hostile)
+    model_dir = os.path.join(here, "runs" + hostile)
+    os.makedirs(workdir)
+    binding = "--gin_bindings=NAME = '$HOME; `touch pwned`'\n$(touch pwned)"
+    job = Job(name="t", recipe="nfnet_long_tail", workers=2, model_dir=model_dir,
+              recipe_args=(binding,))
+    path = os.path.join(here, slurm.SCRIPT)
+    with open(path, "w") as f:
+      f.write(slurm.script(job, slurm.Options(workdir=workdir)))
+    # srun, a function the script inherits: each word it gets, NUL-terminated.
+    recorder = ('srun() { printf "%s\\0" "$@" > "$SRUN_ARGV"; }; export -f srun; '
+                'exec "$0" -x "$1"')
+    result = subprocess.run([bash, "-c", recorder, bash, path], cwd=here, text=True,
+                            env={"PATH": os.environ["PATH"], "HOME": here,
+                                 "SRUN_ARGV": os.path.join(here, "srun.argv")},
+                            capture_output=True, timeout=30, check=False)
+    self.assertEqual(result.returncode, 0, result.stderr)
+    with open(os.path.join(here, "srun.argv")) as f:
+      argv = f.read().split("\0")[:-1]
+    self.assertEqual(argv, ["--kill-on-bad-exit=1", "--distribution=block", "python3", "-m",
+                            "recipes.train", "--gin_file=recipes/nfnet_long_tail.gin",
+                            "--strategy=multi_worker_mirrored", f"--model_dir={model_dir}",
+                            "--cluster=slurm", binding])
+    self.assertIn("\n+ srun --kill-on-bad-exit=1 ", result.stderr)  # bash -x's trace
+    self.assertTrue(os.path.isdir(model_dir))  # mkdir -p made the one folder
+    self.assertEqual(sorted(os.listdir(here)), sorted(
+        [os.path.basename(workdir), os.path.basename(model_dir), slurm.SCRIPT, "srun.argv"]))
+    self.assertEqual(os.listdir(workdir), [])  # where srun ran: no `touch pwned`
+    self.assertNotIn("+ touch", result.stderr)
 
   def test_status_and_cancel_commands(self):
     self.assertEqual(slurm.cancel_command("42"), ["scancel", "42"])

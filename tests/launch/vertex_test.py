@@ -137,8 +137,8 @@ class VertexTest(absltest.TestCase):
     self.assertIn(f"--model_dir={vertex.mounted(base + '/logs')}",
                   spec["workerPoolSpecs"][0]["containerSpec"]["args"])
     for bad, message in (
-        (dict(tensorboard=board, service_account=account), "--model_dir=gs://bucket/runs/"
-         "full/logs"),
+        (dict(tensorboard=board, service_account=account), "--model_dir='gs://bucket/runs/"
+         "full/logs'"),
         (dict(tensorboard=board), "needs --service_account"),
         (dict(tensorboard="tb-1", service_account=account), "not a TensorBoard resource"),
         (dict(service_account="me; rm -rf /"), "not a service account"),

@@ -119,14 +119,50 @@ class GroupedConvTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_bfloat16_filter_gradient_unsafe(self):
     unsafe = grouped_conv.bfloat16_filter_gradient_unsafe
-    self.assertTrue(unsafe([8, 1, 1, 16], 2))
-    self.assertTrue(unsafe([8, 4, 2, 16], [1, 3]))
-    self.assertTrue(unsafe([8, 16, 1, 1], [1, 1, 2, 2], "NCHW"))
-    self.assertTrue(unsafe([None, None, None, 16], 2))  # unknown: assume the worst
-    self.assertTrue(unsafe(tf.TensorShape(None), 1))
-    self.assertFalse(unsafe([8, 2, 2, 16], 2))
-    self.assertFalse(unsafe([None, 1, 1, 16], [1, 1, 1, 1]))
-    self.assertFalse(unsafe([8, 16, 4, 4], [1, 1, 2, 2], "NCHW"))
+    k3 = [3, 3, 16, 16]
+    self.assertTrue(unsafe([8, 1, 1, 16], k3, 2))
+    self.assertTrue(unsafe([8, 4, 2, 16], k3, [1, 3]))
+    self.assertTrue(unsafe([8, 16, 1, 1], k3, [1, 1, 2, 2], data_format="NCHW"))
+    self.assertTrue(unsafe([None, None, None, 16], k3, 2))  # unknown: assume the worst
+    self.assertTrue(unsafe(tf.TensorShape(None), k3, 1))
+    self.assertFalse(unsafe([8, 2, 2, 16], k3, 2))
+    self.assertFalse(unsafe([None, 1, 1, 16], k3, [1, 1, 1, 1]))
+    self.assertFalse(unsafe([8, 16, 4, 4], k3, [1, 1, 2, 2], data_format="NCHW"))
+    self.assertFalse(unsafe([8, 1, 1, 16], [1, 1, 16, 16], 1))
+    # A 1-list (as an int) is every spatial axis's stride, as tf.nn.convolution reads
+    # it: the width, 1 here, is below it too.
+    self.assertTrue(unsafe([8, 4, 1, 16], k3, [2]))
+    self.assertTrue(unsafe([8, 16, 4, 1], k3, (2,), data_format="NCHW"))
+    self.assertFalse(unsafe([8, 4, 4, 16], k3, [2]))
+    # What the sweep never ran in bfloat16: other kernel sizes, dilations above 1.
+    for kernel in ([5, 5, 16, 16], [1, 7, 16, 16], [2, 2, 16, 16], [None, 3, 16, 16]):
+      self.assertTrue(unsafe([8, 16, 16, 16], kernel, 1), kernel)
+    self.assertFalse(unsafe([8, 16, 16, 16], k3, 1, dilations=[1, 1]))
+    self.assertTrue(unsafe([8, 16, 16, 16], k3, 1, dilations=2))
+    self.assertTrue(unsafe([8, 16, 16, 16], k3, 1, dilations=[2]))
+    self.assertTrue(unsafe([8, 16, 16, 16], k3, 1, dilations=[1, 1, 2, 1]))
+
+  @parameterized.named_parameters(
+      ("swept", dict(kernel=3), "bfloat16"),
+      ("kernel_5", dict(kernel=5), "float32"),
+      ("dilation_2", dict(kernel=3, dilations=2), "float32"),
+      ("stride_in_a_1_list", dict(kernel=3, shape=[2, 8, 1, 16], strides=[2]), "float32"))
+  def test_bfloat16_guard_decides_the_dtype(self, case, dtype):
+    """The dtype the traced convolution (forward and both gradients) runs in: bfloat16
+    where the sweep found oneDNN right, float32 (cast in and out) elsewhere."""
+    if tf.config.list_physical_devices("GPU"):
+      self.skipTest("the guard is oneDNN's on CPU")
+    x = tf.zeros(case.get("shape", [2, 8, 8, 16]), tf.bfloat16)
+    kernel = tf.zeros([case["kernel"], case["kernel"], 4, 16], tf.bfloat16)
+    conv = lambda a, k: grouped_conv.grouped_conv2d(  # pylint: disable=g-long-lambda
+        a, k, 4, strides=case.get("strides", 1), dilations=case.get("dilations", 1),
+        method="native")
+    graph = tf.function(loss_and_grads, autograph=False).get_concrete_function(
+        conv, x, kernel).graph
+    ops = [op for op in graph.get_operations() if op.type.startswith("Conv2D")]
+    self.assertCountEqual({op.type for op in ops},
+                          ["Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"])
+    self.assertEqual({op.get_attr("T").name for op in ops}, {dtype})
 
   @parameterized.parameters("mixed_float16", "mixed_bfloat16")
   def test_layer_trains_in_mixed_precision(self, policy):
