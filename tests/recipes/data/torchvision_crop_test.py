@@ -168,10 +168,10 @@ def required_draws(distance, alpha=ALPHA, power=0.99):
 
 
 # Images and settings for the draw-by-draw comparison: typical, square, long (the
-# fallbacks: no attempt fits a 12 x 400 or 400 x 12 image at area >= 8%), the whole
+# fallbacks: no attempt fits a 13 x 400 or 400 x 13 image at area >= 8%), the whole
 # area (a fallback within the ratios unless an attempt draws 360 / 300 nearly), tiny.
 CASES = ((375, 500, SCALE, RATIO), (500, 375, SCALE, RATIO), (64, 64, (0.25, 0.25), (1.0, 1.0)),
-         (12, 400, SCALE, RATIO), (400, 12, SCALE, RATIO), (300, 360, (1.0, 1.0), RATIO),
+         (13, 400, SCALE, RATIO), (400, 13, SCALE, RATIO), (300, 360, (1.0, 1.0), RATIO),
          (30, 31, (0.9, 1.0), RATIO), (3, 2, SCALE, (0.5, 2.0)), (1, 1, SCALE, RATIO),
          (100, 120, (0.5, 1.0), (1.2, 1.2)))
 
