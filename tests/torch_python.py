@@ -1,11 +1,11 @@
 """The Python with torch and torchvision that tests of the torchvision peers run.
 
-torch is not a project dependency (docs/input.md: its PyPI wheel is the CUDA build, with
-about 3 GB of nvidia-* wheels). The environment variable ZOO_TORCH_PYTHON names an
-interpreter that has both; under Bazel pass it to the test:
+torch is not a project dependency (docs/input.md: PyPI's torch wheel is the CUDA build,
+5.5 GB installed with its nvidia-* wheels). The environment variable ZOO_TORCH_PYTHON
+names an interpreter that has both; under Bazel, `--config=torch` passes it to tests:
 
-    ./bazelw test //tests/benchmarks:input_benchmark_test \
-        --test_env=ZOO_TORCH_PYTHON=/path/to/torch-env/bin/python
+    ZOO_TORCH_PYTHON=/path/to/torch-env/bin/python \
+        ./bazelw test --config=torch //tests/benchmarks:input_benchmark_test
 
 Unset, the tests that need it skip, saying so in one line; set to something that is
 not an executable, they fail (the run asked for them).
@@ -31,5 +31,5 @@ def interpreter():
 def skip_unless_available(test):
   """Skips `test` (a unittest.TestCase) in one line unless ZOO_TORCH_PYTHON is set."""
   if interpreter() is None:
-    test.skipTest(f"{ENV} unset: no torch interpreter to run torchvision (set it, under "
-                  f"Bazel with --test_env={ENV}=/path/to/python)")
+    test.skipTest(f"{ENV} unset: no torch interpreter to run torchvision (set it; under "
+                  "Bazel add --config=torch)")
