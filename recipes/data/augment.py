@@ -142,7 +142,8 @@ def torchvision_box_of_draws(shape, ratio, fractions, log_ratios, offsets):
   w = tf.round(tf.sqrt(target * aspect))
   h = tf.round(tf.sqrt(target / aspect))
   ok = (w > 0) & (w <= width) & (h > 0) & (h <= height)
-  first = tf.argmax(tf.cast(ok, tf.int32), output_type=tf.int32)  # the first True
+  attempts = tf.range(tf.size(ok))
+  first = tf.reduce_min(tf.where(ok, attempts, tf.size(ok) - 1))  # the first that fits
   h_ok, w_ok = h[first], w[first]
   offsets = tf.cast(offsets, tf.float64)
   i_ok = tf.minimum(tf.floor(offsets[0] * (height - h_ok + 1)), height - h_ok)
