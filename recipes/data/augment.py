@@ -100,9 +100,9 @@ ATTEMPTS = 10  # both samplers' tries before their fallback
 def model_garden_box(settings, shape, seed):
   """(begin, extent) of the seeded random resized crop of an image of `shape`
   ([height, width, ...]) as Model Garden's and the TPU ResNet's inputs draw it: TF's
-  stateless sample_distorted_bounding_box (aspect ratio and height uniform, offsets
-  uniform over the positions that keep the box inside; 10 attempts, then the whole
-  image)."""
+  stateless sample_distorted_bounding_box (aspect ratio and height uniform; offsets
+  that reach the bottom and right edges only when the box spans the image; 10
+  attempts, then the whole image)."""
   begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
       tf.concat([shape[:2], [3]], 0), tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed + 3,
       min_object_covered=float(settings.random_resized_crop[0]),

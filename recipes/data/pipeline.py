@@ -84,8 +84,9 @@ class InputPipeline:
     random_resized_crop_sampler: how the crop's box is drawn, from (seed, epoch,
       position) either way: "model_garden", TF's stateless
       sample_distorted_bounding_box as Model Garden's and the TPU ResNet's inputs draw
-      it (aspect ratio and height uniform, offsets uniform over the positions inside
-      the image; 10 attempts, then the whole image); or "torchvision", torchvision's
+      it (aspect ratio and height uniform, offsets that reach the bottom and right
+      edges only when the box spans the image; 10 attempts, then the whole image;
+      the default); or "torchvision", torchvision's
       RandomResizedCrop.get_params to its code (area uniform, aspect ratio
       log-uniform, offsets uniform integers; 10 attempts, then the centred crop of
       clamped aspect ratio: augment.torchvision_box), for recipes whose papers'
