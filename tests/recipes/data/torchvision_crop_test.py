@@ -12,8 +12,8 @@ draws injected, and its own generator's boxes.
 The distribution test: two-sample Kolmogorov-Smirnov tests, one per statistic (the
 crop's area fraction, its log aspect ratio, its height and width as fractions of the
 image's, and its row and column offsets as fractions (i + 1/2) / (H - h + 1)), each at
-alpha = 0.001, on N draws a sampler at
-375 x 500 (the benchmark's typical image). Its power against Model Garden's sampler,
+alpha = 0.001, on N draws a sampler at 375 x 500 (the benchmark's typical image). Its
+power against Model Garden's sampler,
 from the area fraction alone: the two samplers' area fractions are D = 0.128 apart in
 the KS distance (mean 0.371 against 0.434; 200,000 draws each, so D is within +-0.009
 with probability 0.998 and D >= 0.119). With equal samples of N, the test rejects when
