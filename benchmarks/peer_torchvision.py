@@ -13,7 +13,10 @@ Between requests it waits on stdin, so its runs alternate with the project's.
 Transforms as Kang et al. 2020's ImageNet-LT code (data/dataloader.py) and
 torchvision's reference recipes: train: RandomResizedCrop(224), RandomHorizontalFlip;
 train_randaugment: + RandAugment(2, 9); train_kang: + ColorJitter(0.4, 0.4, 0.4);
-eval: Resize(256), CenterCrop(224); then ToTensor, Normalize(ImageNet).
+eval: Resize(256), CenterCrop(224); then ToTensor, Normalize(ImageNet). The project's
+rows it is set against draw their crops' boxes by the same sampler
+(`InputPipeline.random_resized_crop_sampler = 'torchvision'`). Run by
+tests/benchmarks/input_benchmark_test.py where ZOO_TORCH_PYTHON names a torch Python.
 """
 
 import subprocess

@@ -1,7 +1,8 @@
 """Training augmentation of the input pipeline (`pipeline.InputPipeline`'s fields).
 
 Per image, after the (cached) resize: a seeded random crop (a random resized "inception"
-crop, a crop of a larger resize, or a crop after edge padding) and flip, drawn from
+crop, its box drawn as Model Garden's or as torchvision's, a crop of a larger resize, or
+a crop after edge padding) and flip, drawn from
 (seed, epoch, position), then Model Garden's colour jitter, AutoAugment and RandAugment
 and Cutout. Per global batch: Model Garden's MixUp / CutMix, with soft labels.
 
@@ -9,6 +10,7 @@ and Cutout. Per global batch: Model Garden's MixUp / CutMix, with soft labels.
 (documented there) and change nothing.
 """
 
+import numpy as np
 import tensorflow as tf
 
 # Imported here, not when first used: Model Garden registers Gin configurables on
@@ -69,6 +71,10 @@ def check(settings):
   if not (len(ratio) == 2 and 0 < ratio[0] <= ratio[1]):
     raise ValueError(f"InputPipeline.random_resized_crop_ratio={ratio!r} must be (min, "
                      "max) aspect ratios with 0 < min <= max, e.g. (0.75, 1.333)")
+  if settings.random_resized_crop_sampler not in CROP_SAMPLERS:
+    raise ValueError("InputPipeline.random_resized_crop_sampler="
+                     f"{settings.random_resized_crop_sampler!r}; use one of "
+                     f"{', '.join(CROP_SAMPLERS)}")
   if settings.random_resized_crop_method not in card_lib.RESIZE_METHODS:
     raise ValueError("InputPipeline.random_resized_crop_method="
                      f"{settings.random_resized_crop_method!r}; use one of "
@@ -86,18 +92,92 @@ def check(settings):
                      "of pixels >= 0 (0: no cutout)")
 
 
-def inception_box(settings, shape, seed):
+# The random resized crop's samplers (InputPipeline.random_resized_crop_sampler).
+CROP_SAMPLERS = ("model_garden", "torchvision")
+ATTEMPTS = 10  # both samplers' tries before their fallback
+
+
+def model_garden_box(settings, shape, seed):
   """(begin, extent) of the seeded random resized crop of an image of `shape`
-  ([height, width, ...]): TF's stateless sample_distorted_bounding_box, so the box
-  depends on the shape and the seed only (the same from a JPEG's header as from the
-  decoded image)."""
+  ([height, width, ...]) as Model Garden's and the TPU ResNet's inputs draw it: TF's
+  stateless sample_distorted_bounding_box (aspect ratio and height uniform; offsets
+  that reach the bottom and right edges only when the box spans the image; 10
+  attempts, then the whole image)."""
   begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
       tf.concat([shape[:2], [3]], 0), tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed + 3,
       min_object_covered=float(settings.random_resized_crop[0]),
       aspect_ratio_range=[float(r) for r in settings.random_resized_crop_ratio],
-      area_range=[float(a) for a in settings.random_resized_crop], max_attempts=10,
+      area_range=[float(a) for a in settings.random_resized_crop], max_attempts=ATTEMPTS,
       use_image_if_no_bounding_boxes=True)
   return begin, extent
+
+
+def torchvision_draws(scale, ratio, seed):
+  """The uniform draws of one torchvision RandomResizedCrop.get_params, stateless from
+  `seed`: `ATTEMPTS` area fractions in [scale), `ATTEMPTS` log aspect ratios in
+  [log ratio) (both float32, as torch.empty(1).uniform_ draws them: computed in double
+  from float32 bounds, stored as float32), and 2 numbers in [0, 1) for the accepted
+  attempt's offsets (torch.randint(0, n) as floor(u n))."""
+  u = tf.random.stateless_uniform([2 * ATTEMPTS + 2], seed=seed + 3, dtype=tf.float64)
+  low, high = (float(np.float32(s)) for s in scale)
+  log_low, log_high = (float(x) for x in np.log(np.asarray(ratio, np.float32)))
+  fractions = tf.cast(low + u[:ATTEMPTS] * (high - low), tf.float32)
+  log_ratios = tf.cast(log_low + u[ATTEMPTS:2 * ATTEMPTS] * (log_high - log_low), tf.float32)
+  return fractions, log_ratios, u[2 * ATTEMPTS:]
+
+
+def torchvision_box_of_draws(shape, ratio, fractions, log_ratios, offsets):
+  """(begin, extent) of torchvision's RandomResizedCrop.get_params
+  (torchvision/transforms/transforms.py) for an image of `shape` given its draws
+  (`torchvision_draws`): attempt k takes the area fraction fractions[k] of the image
+  at aspect exp(log_ratios[k]) (float32, as torch.exp), w = round(sqrt(area * aspect)),
+  h = round(sqrt(area / aspect)) (Python's round: half to even, as tf.round); the first
+  attempt with 0 < w <= width and 0 < h <= height is kept, at offsets uniform integers
+  in [0, height - h] and [0, width - w]. With none, the centred crop of the whole image,
+  its aspect ratio clamped to `ratio`. All the attempts at once, no loop."""
+  height = tf.cast(shape[0], tf.float64)
+  width = tf.cast(shape[1], tf.float64)
+  target = height * width * tf.cast(fractions, tf.float64)
+  aspect = tf.cast(tf.exp(tf.cast(log_ratios, tf.float32)), tf.float64)
+  w = tf.round(tf.sqrt(target * aspect))
+  h = tf.round(tf.sqrt(target / aspect))
+  ok = (w > 0) & (w <= width) & (h > 0) & (h <= height)
+  attempts = tf.range(tf.size(ok))
+  first = tf.reduce_min(tf.where(ok, attempts, tf.size(ok) - 1))  # the first that fits
+  h_ok, w_ok = h[first], w[first]
+  offsets = tf.cast(offsets, tf.float64)
+  i_ok = tf.minimum(tf.floor(offsets[0] * (height - h_ok + 1)), height - h_ok)
+  j_ok = tf.minimum(tf.floor(offsets[1] * (width - w_ok + 1)), width - w_ok)
+  # The fallback: the whole image, its aspect ratio clamped to [min, max], centred.
+  low, high = float(min(ratio)), float(max(ratio))
+  in_ratio = width / height
+  w_fb = tf.where(in_ratio > high, tf.round(height * high), width)
+  h_fb = tf.where(in_ratio < low, tf.round(width / low), height)
+  i_fb = tf.math.floordiv(height - h_fb, 2)
+  j_fb = tf.math.floordiv(width - w_fb, 2)
+  found = tf.reduce_any(ok)
+  box = tf.cast(tf.where(found, tf.stack([i_ok, j_ok, h_ok, w_ok]),
+                         tf.stack([i_fb, j_fb, h_fb, w_fb])), tf.int32)
+  return tf.stack([box[0], box[1], 0]), tf.stack([box[2], box[3], -1])
+
+
+def torchvision_box(settings, shape, seed):
+  """(begin, extent) of the seeded random resized crop of an image of `shape` as
+  torchvision's RandomResizedCrop draws it (area uniform, aspect log-uniform, offsets
+  anywhere the box fits; the centred crop after 10 attempts), from (seed) alone."""
+  draws = torchvision_draws(settings.random_resized_crop, settings.random_resized_crop_ratio,
+                            seed)
+  return torchvision_box_of_draws(shape, settings.random_resized_crop_ratio, *draws)
+
+
+def crop_box(settings, shape, seed):
+  """(begin, extent) of the seeded random resized crop of an image of `shape`
+  ([height, width, ...]) by `settings.random_resized_crop_sampler`: the box depends on
+  the shape and the seed only (the same from a JPEG's header as from the decoded
+  image)."""
+  if settings.random_resized_crop_sampler == "torchvision":
+    return torchvision_box(settings, shape, seed)
+  return model_garden_box(settings, shape, seed)
 
 
 def decode_and_crop(settings, encoded, seed):
@@ -107,14 +187,14 @@ def decode_and_crop(settings, encoded, seed):
   then sliced. The same pixels as `decode_image` then slicing the same box."""
 
   def jpeg():
-    begin, extent = inception_box(settings, tf.image.extract_jpeg_shape(encoded), seed)
+    begin, extent = crop_box(settings, tf.image.extract_jpeg_shape(encoded), seed)
     window = tf.stack([begin[0], begin[1], extent[0], extent[1]])
     return tf.image.decode_and_crop_jpeg(encoded, window, channels=3)
 
   def other():
     image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
     image.set_shape([None, None, 3])
-    begin, extent = inception_box(settings, tf.shape(image), seed)
+    begin, extent = crop_box(settings, tf.shape(image), seed)
     return tf.slice(image, begin, extent)
 
   return tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
@@ -143,7 +223,7 @@ def _crop(settings, image, seed):
     if image.dtype == tf.string:
       image = decode_and_crop(settings, image, seed)
     else:
-      begin, extent = inception_box(settings, tf.shape(image), seed)
+      begin, extent = crop_box(settings, tf.shape(image), seed)
       image = tf.slice(image, begin, extent)
     image = resize_crop(settings, image)
   elif (settings.train_resize or size) > size:

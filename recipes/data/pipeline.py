@@ -76,12 +76,22 @@ class InputPipeline:
     random_resized_crop: None, or the (min, max) area fraction of a random crop of the
       source image, of aspect ratio (width / height) in `random_resized_crop_ratio`,
       resized to `image_size` (Szegedy et al. 2015's "inception crop", torchvision's
-      RandomResizedCrop(scale=(0.08, 1))), instead of resizing the whole image. Drawn
-      by TF's stateless sample_distorted_bounding_box (10 attempts, then the whole
-      image; torchvision falls back to a centred crop). Images are then not cached;
+      RandomResizedCrop(scale=(0.08, 1))), instead of resizing the whole image, the
+      box drawn by `random_resized_crop_sampler`. Images are then not cached;
       from image files, the shuffle holds the files' bytes and a JPEG is decoded only
       inside its crop's box (drawn from its header's shape: the same box, and the
       same pixels but the box's edge columns in 4:2:0 JPEGs; augment.decode_and_crop).
+    random_resized_crop_sampler: how the crop's box is drawn, from (seed, epoch,
+      position) either way: "model_garden", TF's stateless
+      sample_distorted_bounding_box as Model Garden's and the TPU ResNet's inputs draw
+      it (aspect ratio and height uniform, offsets that reach the bottom and right
+      edges only when the box spans the image; 10 attempts, then the whole image;
+      the default); or "torchvision", torchvision's
+      RandomResizedCrop.get_params to its code (area uniform, aspect ratio
+      log-uniform, offsets uniform integers; 10 attempts, then the centred crop of
+      clamped aspect ratio: augment.torchvision_box), for recipes whose papers'
+      code uses torchvision. At (0.08, 1) on a 500 x 375 image the two differ: mean
+      area 0.37 (Model Garden's) against 0.43 (docs/input.md).
     random_resized_crop_method: "bilinear" or "bicubic", the crop's resize to
       `image_size`.
     random_resized_crop_antialias: antialias that resize (as torchvision's
@@ -146,6 +156,7 @@ class InputPipeline:
   random_flip: bool = False
   random_resized_crop: Optional[Sequence[float]] = None
   random_resized_crop_ratio: Sequence[float] = (3 / 4, 4 / 3)
+  random_resized_crop_sampler: str = "model_garden"
   random_resized_crop_method: str = "bilinear"
   random_resized_crop_antialias: bool = True
   color_jitter: Sequence[float] = ()

@@ -1,4 +1,6 @@
-"""//benchmarks:input at tiny settings: its data, its JSON, and clear flag errors."""
+"""//benchmarks:input at tiny settings: its data, its JSON, clear flag errors, and the
+torchvision peer run for real where ZOO_TORCH_PYTHON names a torch interpreter
+(tests/torch_python.py; skipped where it is unset)."""
 
 import json
 import os
@@ -8,6 +10,7 @@ from absl.testing import flagsaver
 import tensorflow as tf
 
 from benchmarks import input_benchmark
+from tests import torch_python
 
 FLAGS = flags.FLAGS
 
@@ -35,7 +38,8 @@ class InputBenchmarkTest(tf.test.TestCase):
     with flagsaver.flagsaver(data_dir=root, images=12, classes=2, batch_size=4, batches=2,
                              rounds=1, threads=["1"], output=output,
                              pipelines=["train", "eval", "decode_and_crop",
-                                        "train_decode_whole", "eval_decode_whole"]):
+                                        "train_decode_whole", "eval_decode_whole",
+                                        "train_model_garden"]):
       input_benchmark.main([])
     with open(output) as f:
       result = json.load(f)
@@ -44,7 +48,8 @@ class InputBenchmarkTest(tf.test.TestCase):
     rows = {(r["pipeline"], r["kind"]): r for r in result["rows"]}
     self.assertCountEqual(rows, [("train", "ours"), ("eval", "ours"),
                                  ("decode_and_crop", "limit"), ("train_decode_whole", "ours"),
-                                 ("eval_decode_whole", "ours")])
+                                 ("eval_decode_whole", "ours"),
+                                 ("train_model_garden", "ours")])
     train = rows[("train", "ours")]
     self.assertGreater(train["images_per_second"], 0)
     self.assertLen(train["rounds"], 1)
@@ -58,10 +63,48 @@ class InputBenchmarkTest(tf.test.TestCase):
                         / rows[("train_decode_whole", "ours")]["images_per_second"])
     self.assertNotIn("over_torchvision", train)
     self.assertNotIn("over_decode_and_crop", rows[("eval", "ours")])
+    self.assertNotIn("over_decode_and_crop", rows[("train_model_garden", "ours")])
+    self.assertGreater(rows[("train_model_garden", "ours")]["images_per_second"], 0)
     evaluation = rows[("eval", "ours")]
     self.assertAllClose(evaluation["over_decode_whole"]["median"],
                         evaluation["images_per_second"]
                         / rows[("eval_decode_whole", "ours")]["images_per_second"])
+
+  def test_the_model_garden_row_stands_beside_train(self):
+    self.assertEqual(input_benchmark.settings("train", 4).random_resized_crop_sampler,
+                     "torchvision")  # the peer's sampler
+    garden = input_benchmark.settings("train_model_garden", 4)
+    self.assertEqual(garden, input_benchmark.settings("train", 4).replace(
+        random_resized_crop_sampler="model_garden"))
+    rates = {("train", 1, "ours"): [100.0], ("train_model_garden", 1, "ours"): [120.0],
+             ("train", 1, "torchvision"): [80.0], ("decode_and_crop", 1, "limit"): [200.0]}
+    rows = {(r["pipeline"], r["kind"]): r for r in input_benchmark.summary(rates, 2470.0)}
+    self.assertAllClose(rows[("train", "ours")]["over_torchvision"]["median"], 1.25)
+    self.assertAllClose(rows[("train", "ours")]["over_decode_and_crop"]["median"], 0.5)
+    for key in ("over_torchvision", "over_decode_and_crop"):  # other boxes: no ratio
+      self.assertNotIn(key, rows[("train_model_garden", "ours")])
+
+  def test_the_torchvision_peer_runs(self):
+    # The peer itself (benchmarks/peer_torchvision.py) in a torch interpreter, on 12
+    # tiny JPEGs: every pipeline it has, against ours, one round.
+    torch_python.skip_unless_available(self)
+    root = os.path.join(self.get_temp_dir(), "peer")
+    output = os.path.join(self.get_temp_dir(), "peer.json")
+    with flagsaver.flagsaver(data_dir=root, images=12, classes=2, batch_size=4, batches=2,
+                             rounds=1, threads=["1"], output=output,
+                             torch_python=torch_python.interpreter(),
+                             pipelines=list(input_benchmark.PEERED)):
+      input_benchmark.main([])
+    with open(output) as f:
+      result = json.load(f)
+    self.assertRegex(result["peer"], r"^ready torch \S+ torchvision \S+")
+    rows = {(r["pipeline"], r["kind"]): r for r in result["rows"]}
+    for name in input_benchmark.PEERED:
+      theirs = rows[(name, "torchvision")]
+      self.assertGreater(theirs["images_per_second"], 0)
+      self.assertAllClose(rows[(name, "ours")]["over_torchvision"]["median"],
+                          rows[(name, "ours")]["images_per_second"]
+                          / theirs["images_per_second"])
 
   def test_bad_flags_and_missing_peer_say_so(self):
     with flagsaver.flagsaver(pipelines=["train", "jpeg"]):

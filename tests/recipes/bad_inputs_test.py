@@ -134,6 +134,8 @@ CASES = [
      "shuffle_buffer=0"),
     ("mixup_negative", [TINY, *bind("InputPipeline.mixup_alpha = -1.0")], "mixup_alpha=-1.0"),
     ("randaugment_short", [TINY, *bind("InputPipeline.randaugment = (2,)")], "randaugment="),
+    ("crop_sampler_unknown", [TINY, *bind("InputPipeline.random_resized_crop_sampler = 'pytorch'")],
+     "random_resized_crop_sampler='pytorch'; use one of model_garden, torchvision"),
     ("classes_mismatch", [TINY, *bind("zoo.build.num_classes = 12")],
      "data set has 10 classes but the model outputs 12.*NUM_CLASSES = 10"),
     ("unknown_model", [TINY, *bind("zoo.build.name = 'resnet51'")], "resnet51"),

@@ -1,5 +1,6 @@
 """Training decodes each JPEG only inside its random resized crop's box: the same box
-and pixels as decoding the whole image, and the same batches on a rebuilt epoch.
+and pixels as decoding the whole image, and the same batches on a rebuilt epoch, with
+either sampler of the box (Model Garden's, torchvision's).
 
 With 4:2:0 chroma subsampling (libjpeg's default), libjpeg-turbo's cropped decode
 upsamples the chroma of the box's first and last columns from the box's edge, not from
@@ -50,31 +51,35 @@ class DecodeAndCropTest(tf.test.TestCase, parameterized.TestCase):
         mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), eval_image_size=16,
         eval_crop_fraction=1.0, eval_resize_method="bilinear", randaugment=())
 
-  def test_same_pixels_as_decode_then_crop(self):
+  @parameterized.parameters(*augment.CROP_SAMPLERS)
+  def test_same_pixels_as_decode_then_crop(self, sampler):
     write_tree(self.root, subsampled=True)
+    settings = self.settings.replace(random_resized_crop_sampler=sampler)
     for name in ("a", "b"):
       for f in sorted(os.listdir(os.path.join(self.root, name))):
         encoded = tf.io.read_file(os.path.join(self.root, name, f))
         whole, _ = image_folder.decode(os.path.join(self.root, name, f), 0)
         for s in range(4):
           seed = tf.constant([s, 7], tf.int64)
-          begin, extent = augment.inception_box(self.settings, tf.shape(whole), seed)
-          got = augment.decode_and_crop(self.settings, encoded, seed).numpy()
+          begin, extent = augment.crop_box(settings, tf.shape(whole), seed)
+          got = augment.decode_and_crop(settings, encoded, seed).numpy()
           want = tf.slice(whole, begin, extent).numpy()
           self.assertEqual(got.shape, want.shape, msg=f)
           self.assertAllEqual(got[:, 1:-1], want[:, 1:-1], msg=f)
           self.assertAllClose(got, want, atol=16, msg=f)
 
-  def test_fused_epochs_equal_decoded_ones_and_rebuild_alike(self):
+  @parameterized.parameters(*augment.CROP_SAMPLERS)
+  def test_fused_epochs_equal_decoded_ones_and_rebuild_alike(self, sampler):
     write_tree(self.root, subsampled=False)  # 4:4:4: no edge columns differ
     source = image_folder.image_folder(self.root, test_per_class=1)
     decoded = dataclasses.replace(source, read_encoded=None)
-    self.assertTrue(self.settings.decodes_with_crop(source))
-    self.assertFalse(self.settings.decodes_with_crop(decoded))
+    settings = self.settings.replace(random_resized_crop_sampler=sampler)
+    self.assertTrue(settings.decodes_with_crop(source))
+    self.assertFalse(settings.decodes_with_crop(decoded))
     indices = np.arange(len(source.train_labels))
 
-    def epoch(src, e):
-      return [x.numpy() for x, _ in self.settings.train_dataset(src, indices, e, seed=3)]
+    def epoch(src, e, p=settings):
+      return [x.numpy() for x, _ in p.train_dataset(src, indices, e, seed=3)]
 
     fused = epoch(source, 1)
     self.assertLen(fused, 2)
@@ -83,6 +88,9 @@ class DecodeAndCropTest(tf.test.TestCase, parameterized.TestCase):
     for got, again in zip(fused, epoch(source, 1)):  # a resumed run rebuilds epoch 1
       self.assertAllEqual(got, again)
     self.assertNotAllClose(fused[0], epoch(source, 2)[0])
+    other = [s for s in augment.CROP_SAMPLERS if s != sampler][0]  # the sampler is used
+    self.assertNotAllClose(fused[0], epoch(
+        source, 1, settings.replace(random_resized_crop_sampler=other))[0])
 
   @parameterized.parameters(False, True)
   def test_evaluation_decodes_only_the_centre_crop(self, subsampled):

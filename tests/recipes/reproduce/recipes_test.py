@@ -127,6 +127,14 @@ def bindings(recipe, tmp):
       "InputPipeline.shuffle_buffer = 8"]
 
 
+def bound(parameter):
+  """The value bound to a Gin `parameter`, or None where it is not bound."""
+  try:
+    return gin.query_parameter(parameter)
+  except ValueError:
+    return None
+
+
 class ReproduceRecipesTest(tf.test.TestCase, parameterized.TestCase):
 
   def tearDown(self):
@@ -142,6 +150,19 @@ class ReproduceRecipesTest(tf.test.TestCase, parameterized.TestCase):
                                                   f"{row}.gin")), row)
       self.assertIn(f'"{row}",', build)
     self.assertLen(ROWS, 24)
+
+  @parameterized.named_parameters((row, row) for row in ROWS)
+  def test_random_resized_crops_are_drawn_as_the_papers_code_draws_them(self, recipe):
+    # Kang et al.'s code (PyTorch) crops by torchvision's RandomResizedCrop; Brock et
+    # al.'s (TensorFlow) by sample_distorted_bounding_box, as Model Garden; the CIFAR
+    # recipes pad and crop (no random resized crop).
+    want = {"kang2020": "torchvision", "brock2021": "model_garden"}.get(recipe.split("_")[0])
+    gin.clear_config()
+    train.parse_config([f"recipes/reproduce/{recipe}.gin"],
+                       bindings(recipe, self.create_tempdir().full_path))
+    self.assertEqual(bound("InputPipeline.random_resized_crop") is not None, want is not None)
+    if want:
+      self.assertEqual(bound("InputPipeline.random_resized_crop_sampler"), want)
 
   @parameterized.named_parameters((row, row) for row in ROWS)
   def test_builds_and_trains_two_steps(self, recipe):
