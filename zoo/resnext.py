@@ -41,6 +41,11 @@ VARIANTS = {
     "resnext50_32x4d": ((3, 4, 6, 3), 32, 4),
     "resnext101_32x8d": ((3, 4, 23, 3), 32, 8),
 }
+# torchvision's (and timm's) ResNet-50 is the same network with one group of width 64
+# (He et al. 2016's bottleneck with the stride on the 3x3 convolution, "v1.5"):
+# 25,557,032 parameters at 1000 classes. The zoo builds it for timm's resnet50
+# checkpoints (zoo/timm_checkpoint.py); it is not a registry entry of its own.
+RESNETS = {"resnet50": ((3, 4, 6, 3), 1, 64)}
 EXPANSION = 4
 
 
@@ -87,11 +92,13 @@ def bottleneck_block(x, planes, strides, groups, width_per_group, name, momentum
 @gin.configurable
 def resnext(variant="resnext50_32x4d", num_classes=1000, input_shape=(224, 224, 3),
             bn_momentum=0.9, bn_epsilon=1e-5, name=None):
-  """ResNeXt `variant` (a key of VARIANTS) with a `num_classes` Dense "logits" head."""
-  if variant not in VARIANTS:
+  """ResNeXt `variant` (a key of VARIANTS or RESNETS) with a `num_classes` Dense
+  "logits" head."""
+  layouts = {**VARIANTS, **RESNETS}
+  if variant not in layouts:
     raise ValueError(f"unknown ResNeXt variant {variant!r}; use one of "
-                     f"{', '.join(VARIANTS)}")
-  blocks, groups, width_per_group = VARIANTS[variant]
+                     f"{', '.join(layouts)}")
+  blocks, groups, width_per_group = layouts[variant]
   inputs = tf_keras.Input(input_shape, name="images")
   x = tf_keras.layers.ZeroPadding2D(3, name="stem/pad")(inputs)
   x = _conv(x, 64, 7, 2, "stem/conv")
