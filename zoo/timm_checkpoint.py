@@ -188,7 +188,10 @@ def read_header(path):
       return {key: (f.get_slice(key).get_dtype(), tuple(f.get_slice(key).get_shape()))
               for key in f.keys()}
   except SafetensorError as e:
-    if "incomplete metadata" in str(e) or "invalid header length" in str(e):
+    with open(path, "rb") as f:
+      starts_as_one = f.read(9)[8:] == b"{"  # a u64 header length, then its JSON
+    if starts_as_one and ("incomplete metadata" in str(e)
+                          or "invalid header length" in str(e)):
       raise TimmError(f"{path} is truncated: its safetensors header describes more "
                       f"than the file's {os.path.getsize(path)} bytes; download "
                       "model.safetensors again") from None
