@@ -120,3 +120,37 @@ def resnext(variant="resnext50_32x4d", num_classes=1000, input_shape=(224, 224, 
       bias_initializer=tf_keras.initializers.RandomUniform(-bound, bound),
       name="logits")(x)
   return tf_keras.Model(inputs, outputs, name=name or variant)
+
+
+def weight_shapes(variant="resnext50_32x4d", num_classes=1000):
+  """{"layer/weight": shape} of every weight `resnext(variant, num_classes)` holds, by
+  formula, without building it (zoo/timm_checkpoint.py's test maps ResNeXt-101's
+  timm names by these)."""
+  layouts = {**VARIANTS, **RESNETS}
+  if variant not in layouts:
+    raise ValueError(f"unknown ResNeXt variant {variant!r}; use one of "
+                     f"{', '.join(layouts)}")
+  blocks, groups, width_per_group = layouts[variant]
+  shapes = {}
+
+  def conv_bn(conv, bn, kernel, cin, cout, groups=1):
+    shapes[f"{conv}/kernel"] = (kernel, kernel, cin // groups, cout)
+    for weight in ("gamma", "beta", "moving_mean", "moving_variance"):
+      shapes[f"{bn}/{weight}"] = (cout,)
+
+  conv_bn("stem/conv", "stem/bn", 7, 3, 64)
+  cin = 64
+  for stage, count in enumerate(blocks):
+    planes = 64 * 2 ** stage
+    width, out = int(planes * width_per_group / 64) * groups, planes * EXPANSION
+    for block in range(count):
+      name = f"stage{stage + 1}/block{block}/"
+      conv_bn(f"{name}1_conv", f"{name}1_bn", 1, cin, width)
+      conv_bn(f"{name}2_conv", f"{name}2_bn", 3, width, width, groups)
+      conv_bn(f"{name}3_conv", f"{name}3_bn", 1, width, out)
+      if block == 0:  # stride 2, or 64 -> 256 channels: the projection
+        conv_bn(f"{name}0_conv", f"{name}0_bn", 1, cin, out)
+      cin = out
+  shapes["logits/kernel"] = (cin, num_classes)
+  shapes["logits/bias"] = (num_classes,)
+  return shapes

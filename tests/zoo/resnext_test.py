@@ -58,6 +58,10 @@ class ResnextTest(tf.test.TestCase):
     convs = [l for l in self.model.layers if isinstance(l, tf_keras.layers.Conv2D)]
     self.assertLen(convs, 53)
 
+  def test_weight_shapes_are_the_built_models(self):
+    self.assertEqual(resnext.weight_shapes("resnext50_32x4d"),
+                     {w.name.split(":")[0]: tuple(w.shape) for w in self.model.weights})
+
   def test_grouped_convolutions(self):
     for stage, width in enumerate((128, 256, 512, 1024)):
       conv = self.model.get_layer(f"stage{stage + 1}/block0/2_conv")

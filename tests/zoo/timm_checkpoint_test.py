@@ -13,8 +13,10 @@ strided convolution, a pool counting its padding, tanh for erf GELU, DeepMind's
 weight-standardisation epsilon) moves them by 1e-4 or more of the largest logit.
 
 The larger variants (resnext101_32x8d, dm_nfnet_f1 ... f6) are checked by their
-tensors' names and shapes against timm's manifests; their layers are those whose
-numbers the smaller ones check.
+tensors' names and shapes against timm's manifests, from the zoo's weight lists by
+formula (`resnext.weight_shapes`, `nfnet.weight_shapes`, each equal to its built model
+in //tests/zoo:resnext_test and :nfnet_test, and to ResNeXt-50's and NFNet-F0's here);
+their layers are those whose numbers the smaller ones check.
 """
 
 import json
@@ -29,6 +31,7 @@ import tensorflow as tf
 from tests.zoo import timm_fixtures
 from zoo import nfnet
 from zoo import registry
+from zoo import resnext
 from zoo import timm_checkpoint
 
 RTOL = 1e-5
@@ -88,9 +91,12 @@ class TimmForwardTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(card.test_crop, cfg.get("test_crop_pct") or cfg["crop_pct"])
     self.assertIsNone(card.test_crop_padding)
     self.assertTrue(any(re.match(card.block_pattern, layer.name) for layer in model.layers))
-    if arch == "dm_nfnet_f0":  # nfnet.weight_shapes (the larger variants' test) is exact
-      self.assertEqual(nfnet.weight_shapes("F0", classes),
-                       {re.sub(r":\d+$", "", w.name): tuple(w.shape) for w in model.weights})
+    # The weight lists by formula (the larger variants' test) are exact.
+    built = {re.sub(r":\d+$", "", w.name): tuple(w.shape) for w in model.weights}
+    if arch == "dm_nfnet_f0":
+      self.assertEqual(nfnet.weight_shapes("F0", classes), built)
+    elif arch != "inception_v3":
+      self.assertEqual(resnext.weight_shapes(arch, classes), built)
 
 
 class TimmFilesTest(tf.test.TestCase):
@@ -144,10 +150,10 @@ class TimmFilesTest(tf.test.TestCase):
                      r"its weights are not in the file \(bn1.beta|bn1.bias",
                      self.checkpoint(nfnet_tensors))
     # resnext50_32x4d's file has resnet50's names, other shapes.
-    resnext = {k: timm_fixtures.tensor(k, d, s)
-               for k, d, s in MANIFESTS["resnext50_32x4d"]["tensors"]}
+    other = {k: timm_fixtures.tensor(k, d, s)
+             for k, d, s in MANIFESTS["resnext50_32x4d"]["tensors"]}
     self.assertFails(r"layer1.0.bn1.bias has shape \(128,\), but zoo model resnet50_v1_5 "
-                     r"needs \(64,\)", self.checkpoint(resnext))
+                     r"needs \(64,\)", self.checkpoint(other))
 
   def test_a_tensor_of_another_dtype(self):
     weights = dict(self.weights, **{"fc.bias": self.weights["fc.bias"].astype(np.float16)})
@@ -221,9 +227,11 @@ class TimmNamesTest(tf.test.TestCase, parameterized.TestCase):
   def test_resnext101_tensors_are_timms(self):
     arch = "resnext101_32x8d"
     manifest = MANIFESTS[arch]
-    with tf.Graph().as_default():  # its 88M weights are not drawn
-      model = registry.build(arch, num_classes=manifest["classes"])
-      got = {k: v[2] for k, v in timm_checkpoint.expected_tensors(model, arch).items()}
+    got = {}
+    for name, shape in resnext.weight_shapes(arch, manifest["classes"]).items():
+      layer, weight = name.rsplit("/", 1)
+      key, layout = timm_checkpoint.timm_name(arch, layer, weight, shape)
+      got[key] = timm_checkpoint.LAYOUTS[layout][0](shape)
     want = {key: tuple(shape) for key, dtype, shape in manifest["tensors"]
             if dtype == "float32"}
     self.assertEqual(got, want)
