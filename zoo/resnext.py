@@ -91,9 +91,9 @@ def bottleneck_block(x, planes, strides, groups, width_per_group, name, momentum
 
 @gin.configurable
 def resnext(variant="resnext50_32x4d", num_classes=1000, input_shape=(224, 224, 3),
-            bn_momentum=0.9, bn_epsilon=1e-5, name=None):
+            bn_momentum=0.9, bn_epsilon=1e-5, dropout=0.0, name=None):
   """ResNeXt `variant` (a key of VARIANTS or RESNETS) with a `num_classes` Dense
-  "logits" head."""
+  "logits" head (after Dropout "dropout" when `dropout` > 0; torchvision has none)."""
   layouts = {**VARIANTS, **RESNETS}
   if variant not in layouts:
     raise ValueError(f"unknown ResNeXt variant {variant!r}; use one of "
@@ -113,6 +113,8 @@ def resnext(variant="resnext50_32x4d", num_classes=1000, input_shape=(224, 224, 
       x = bottleneck_block(x, 64 * 2 ** stage, strides, groups, width_per_group,
                            f"stage{stage + 1}/block{block}/", bn_momentum, bn_epsilon)
   x = tf_keras.layers.GlobalAveragePooling2D(name="pool")(x)
+  if dropout:
+    x = tf_keras.layers.Dropout(dropout, name="dropout")(x)
   bound = 1 / math.sqrt(x.shape[-1])  # nn.Linear's default initialisation
   outputs = tf_keras.layers.Dense(
       num_classes, kernel_initializer=tf_keras.initializers.VarianceScaling(

@@ -37,6 +37,8 @@ import re
 
 from absl import logging
 import numpy as np
+from safetensors import safe_open
+from safetensors import SafetensorError
 
 from zoo import card as card_lib
 from zoo import inception_torchvision
@@ -136,7 +138,7 @@ def timm_name(zoo_name, layer, weight, shape):
     module = _inception_module(layer)
   else:
     module = _resnet_module(layer)
-  if module is None or weight not in _KERAS_PARAM and weight != "skip_gain":
+  if module is None or (weight not in _KERAS_PARAM and weight != "skip_gain"):
     raise TimmError(f"zoo model {zoo_name} has a weight {layer}/{weight} with no timm "
                     f"{arch} name")
   if weight == "skip_gain":
@@ -178,8 +180,6 @@ def _listing(keys, first=3):
 def read_header(path):
   """{key: (dtype, shape)} of the safetensors file at `path`, its data not read; a
   missing, truncated or foreign file is one TimmError line."""
-  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
-  from safetensors import SafetensorError  # pylint: disable=g-import-not-at-top
   if not os.path.isfile(path):
     raise TimmError(f"weights file {path} does not exist; give the path of timm's "
                     "model.safetensors (docs/zoo.md: fine-tune from timm)")
@@ -262,7 +262,6 @@ def card_from_config(base, config, block_pattern, where=CONFIG):
 def convert(model, zoo_name, path):
   """Assigns timm's tensors in the safetensors file `path` to `model`; returns
   {"head": whether the file's head was loaded, "skipped": keys read past}."""
-  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
   arch = ARCHITECTURES[zoo_name]
   header = read_header(path)
   wanted = expected_tensors(model, zoo_name)

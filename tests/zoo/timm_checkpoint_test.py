@@ -124,8 +124,9 @@ class TimmFilesTest(tf.test.TestCase):
     self.assertNotIn("\n", str(caught.exception).split("\n  In call to configurable")[0])
 
   def test_head_of_another_class_count_is_replaced(self):
-    model = self.build(self.checkpoint(), classes=5)
+    model = self.build(self.checkpoint(), classes=5, dropout=0.25)
     self.assertEqual(model.get_layer("logits").kernel.shape, (2048, 5))
+    self.assertEqual(model.get_layer("dropout").rate, 0.25)  # zoo.build's keywords
     self.assertAllEqual(model.get_layer("stage4/block2/3_bn").moving_variance,
                         self.weights["layer4.2.bn3.running_var"])
     self.assertAllEqual(model.get_layer("stem/conv").kernel,
@@ -197,6 +198,14 @@ class TimmFilesTest(tf.test.TestCase):
       with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
         f.write(text)
       self.assertFails(pattern, path)
+
+  def test_nfnet_keeps_timms_activation_and_standardisation(self):
+    folder = self.create_tempdir().full_path
+    path = write_checkpoint(folder, "dm_nfnet_f0", {"x": np.zeros(1, np.float32)})
+    with self.assertRaisesRegex(timm_checkpoint.TimmError,
+                                "timm's dm_nfnet_f0 is built with .*'gelu_exact'.*; drop "
+                                r"\{'activation': 'relu'\}"):
+      registry.build("nfnet_f0", num_classes=7, weights=path, activation="relu")
 
   def test_pinned_digest_and_models_without_timm_layouts(self):
     path = self.checkpoint()
