@@ -3,7 +3,9 @@
 - `ScaledActivation`: g(x) * gamma with gamma = 1 / sqrt(Var[g(z)]), z ~ N(0, 1)
   (arXiv:2101.08692, section 4.1), so a unit-variance input keeps unit variance.
   The constants are DeepMind's released ones (nfnets/base.py), with which their
-  checkpoints were trained; tests check each against the integral.
+  checkpoints were trained; tests check each against the integral. "gelu_exact" is
+  the erf GELU of timm's NFNets (timm/models/nfnet.py: F.gelu, gamma in the activation
+  for its dm_nfnet models), which scale it by DeepMind's GELU constant.
 - `SkipGain`: SkipInit (De & Smith 2020, arXiv:2002.10444): a scalar gain on the
   residual branch, initialised at zero, so each block starts as the identity.
 """
@@ -11,11 +13,13 @@
 import tensorflow as tf
 import tf_keras
 
-# Name -> (function, gamma). GELU is the tanh approximation, as in JAX's default.
+# Name -> (function, gamma). "gelu" is the tanh approximation, as in JAX's default;
+# "gelu_exact" the erf form, as PyTorch's default (timm's ports of DeepMind's NFNets).
 ACTIVATIONS = {
     "identity": (tf.identity, 1.0),
     "relu": (tf.nn.relu, 1.7139588594436646),
     "gelu": (lambda x: tf.nn.gelu(x, approximate=True), 1.7015043497085571),
+    "gelu_exact": (lambda x: tf.nn.gelu(x, approximate=False), 1.7015043497085571),
     "silu": (tf.nn.silu, 1.7881293296813965),
     "elu": (tf.nn.elu, 1.2716004848480225),
     "selu": (tf.nn.selu, 1.0008515119552612),

@@ -16,12 +16,13 @@ block (reset at each transition block); the shortcut is x, or a 1x1 WS-conv on h
 (after 2x2 average pooling when strided). Layer names follow DeepMind's parameter
 names so released checkpoints map one to one.
 
-`count_params(variant)` counts a row's parameters from the table by formula, without
-building it (F6 is 438M parameters).
+`weight_shapes(variant)` lists a row's weights and their shapes from the table by
+formula, without building it (F6 is 438M parameters); `count_params(variant)` counts them.
 """
 
 import dataclasses
 import inspect
+import math
 from typing import Optional, Sequence
 
 import gin
@@ -79,6 +80,7 @@ class BlockSettings:
   expansion: float
   se_ratio: float
   activation: str
+  ws_variance_eps: Optional[float] = None
 
 
 def nf_block(x, in_ch, out_ch, settings, *, stride, beta, stochdepth_rate, name):
@@ -97,7 +99,8 @@ def nf_block(x, in_ch, out_ch, settings, *, stride, beta, stochdepth_rate, name)
 
   def conv(t, filters, kernel, conv_name, strides=1, groups=1):
     return ws_conv.WSConv2D(filters, kernel, strides=strides, padding="same",
-                            groups=groups, name=f"{name}/{conv_name}")(t)
+                            groups=groups, variance_eps=settings.ws_variance_eps,
+                            name=f"{name}/{conv_name}")(t)
 
   h = layers.Rescaling(beta, name=f"{name}/beta")(act(x, "in"))
   if stride > 1:
@@ -130,14 +133,15 @@ def squeeze_excite(x, channels, se_ratio, name):
   return layers.Rescaling(2.0, name=f"{name}/times_two")(s)
 
 
-def stem(x, widths, out_ch, activation):
+def stem(x, widths, out_ch, activation, ws_variance_eps=None):
   """Four 3x3 WS-convs (strides 2, 1, 1, 2) with scaled activations between."""
   strides = (2, 1, 1, 2)
   channels = tuple(widths) + (out_ch,)
   for i, (ch, s) in enumerate(zip(channels, strides)):
     if i:
       x = signal_propagation.ScaledActivation(activation, name=f"stem/act_{i}")(x)
-    x = ws_conv.WSConv2D(ch, 3, strides=s, padding="same", name=f"stem_conv{i}")(x)
+    x = ws_conv.WSConv2D(ch, 3, strides=s, padding="same", variance_eps=ws_variance_eps,
+                         name=f"stem_conv{i}")(x)
   return x
 
 
@@ -157,6 +161,10 @@ class Design:
     stochdepth_rate: the last block's drop rate; block i drops rate * i / blocks.
     dropout: before the classifier; None takes the variant's rate.
     activation: a key of `tricks.signal_propagation.ACTIVATIONS`.
+    ws_variance_eps: None: weight standardisation as DeepMind's (N var floored at
+      1e-4); a number: as timm's (var + ws_variance_eps; its dm_nfnet: 1e-5), see
+      `tricks.ws_conv`. timm's checkpoints are built with "gelu_exact" and 1e-5
+      (zoo/timm_checkpoint.py).
   """
   width: float = 1.0
   se_ratio: float = 0.5
@@ -166,6 +174,7 @@ class Design:
   activation: str = "gelu"
   expansion: float = 0.5
   final_conv_mult: float = 2
+  ws_variance_eps: Optional[float] = None
 
 
 def _design(design, knobs, read_gin=True):
@@ -206,10 +215,10 @@ def nfnet(variant="F0", num_classes=1000, input_shape=None, design=None, *, name
 
   inputs = tf_keras.Input(shape=input_shape, name="images")
   ch = int(spec.widths[0] * design.width) // 2
-  x = stem(inputs, spec.stem_widths, ch, design.activation)
+  x = stem(inputs, spec.stem_widths, ch, design.activation, design.ws_variance_eps)
 
   settings = BlockSettings(design.alpha, spec.group_size, design.expansion,
-                           design.se_ratio, design.activation)
+                           design.se_ratio, design.activation, design.ws_variance_eps)
   num_blocks = sum(spec.depths)
   index = 0
   expected_std = 1.0
@@ -228,7 +237,8 @@ def nfnet(variant="F0", num_classes=1000, input_shape=None, design=None, *, name
         expected_std = 1.0
       expected_std = (expected_std ** 2 + design.alpha ** 2) ** 0.5
 
-  x = ws_conv.WSConv2D(int(design.final_conv_mult * ch), 1, name="final_conv")(x)
+  x = ws_conv.WSConv2D(int(design.final_conv_mult * ch), 1,
+                       variance_eps=design.ws_variance_eps, name="final_conv")(x)
   x = signal_propagation.ScaledActivation(design.activation, name="final_act")(x)
   x = tf_keras.layers.GlobalAveragePooling2D(name="pool")(x)
   if dropout > 0.0:
@@ -239,18 +249,11 @@ def nfnet(variant="F0", num_classes=1000, input_shape=None, design=None, *, name
   return tf_keras.Model(inputs, logits, name=name or f"nfnet_{variant.lower()}")
 
 
-def _conv_params(kernel, in_ch, out_ch, groups=1):
-  """A WSConv2D's parameters: kernel, bias and gain."""
-  return kernel * kernel * (in_ch // groups) * out_ch + 2 * out_ch
-
-
-def count_params(variant="F0", num_classes=1000, **overrides):
-  """The parameter count of `nfnet(variant, num_classes, **overrides)`, by formula.
-
-  Counts what the built model holds (each WS-conv's kernel, bias and gain; SE's two
-  Dense layers; one skip gain a block; the final conv; the head) without allocating
-  it. `overrides` are `nfnet`'s keywords; Gin bindings of `nfnet` are not read.
-  """
+def weight_shapes(variant="F0", num_classes=1000, **overrides):
+  """{"layer/weight": shape} of every weight `nfnet(variant, num_classes, **overrides)`
+  holds (each WS-conv's kernel, bias and gain; SE's two Dense layers; one skip gain a
+  block; the final conv; the head), by formula, without allocating the model.
+  `overrides` are `nfnet`'s keywords; Gin bindings of `nfnet` are not read."""
   args = inspect.signature(nfnet).bind(variant, num_classes, **overrides)
   args.apply_defaults()
   args = args.arguments
@@ -259,12 +262,21 @@ def count_params(variant="F0", num_classes=1000, **overrides):
     raise ValueError(f"unknown NFNet variant {variant!r}; choose one of {sorted(VARIANTS)}")
   spec = VARIANTS[variant]
   width, expansion, se_ratio = design.width, design.expansion, design.se_ratio
+  shapes = {}
+
+  def conv(name, kernel, in_ch, out_ch, groups=1):
+    shapes[f"{name}/kernel"] = (kernel, kernel, in_ch // groups, out_ch)
+    shapes[f"{name}/bias"] = (out_ch,)
+    shapes[f"{name}/gain"] = (out_ch,)
 
   ch = int(spec.widths[0] * width) // 2
   stem_channels = (3,) + tuple(spec.stem_widths) + (ch,)
-  total = sum(_conv_params(3, a, b) for a, b in zip(stem_channels, stem_channels[1:]))
+  for i, (a, b) in enumerate(zip(stem_channels, stem_channels[1:])):
+    conv(f"stem_conv{i}", 3, a, b)
+  index = 0
   for stage_width, depth, stride in zip(spec.widths, spec.depths, (1, 2, 2, 2)):
     for block in range(depth):
+      name = f"nf_block_{index}"
       out_ch = int(stage_width * width)
       groups = int(out_ch * expansion) // spec.group_size
       if groups < 1:
@@ -272,13 +284,28 @@ def count_params(variant="F0", num_classes=1000, **overrides):
                          f"size {spec.group_size}")
       mid = spec.group_size * groups
       if (stride > 1 and block == 0) or ch != out_ch:
-        total += _conv_params(1, ch, out_ch)  # conv_shortcut
-      total += (_conv_params(1, ch, mid) + 2 * _conv_params(3, mid, mid, groups)
-                + _conv_params(1, mid, out_ch))  # conv0, conv1, conv1b, conv2
+        conv(f"{name}/conv_shortcut", 1, ch, out_ch)
+      conv(f"{name}/conv0", 1, ch, mid)
+      conv(f"{name}/conv1", 3, mid, mid, groups)
+      conv(f"{name}/conv1b", 3, mid, mid, groups)
+      conv(f"{name}/conv2", 1, mid, out_ch)
       hidden = max(1, int(out_ch * se_ratio))
-      total += (out_ch + 1) * hidden + (hidden + 1) * out_ch  # squeeze_excite fc0, fc1
-      total += 1  # skip_gain
+      shapes[f"{name}/squeeze_excite/fc0/kernel"] = (out_ch, hidden)
+      shapes[f"{name}/squeeze_excite/fc0/bias"] = (hidden,)
+      shapes[f"{name}/squeeze_excite/fc1/kernel"] = (hidden, out_ch)
+      shapes[f"{name}/squeeze_excite/fc1/bias"] = (out_ch,)
+      shapes[f"{name}/skip_gain/skip_gain"] = ()
       ch = out_ch
+      index += 1
   final = int(design.final_conv_mult * ch)
-  total += _conv_params(1, ch, final)
-  return total + (final + 1) * num_classes
+  conv("final_conv", 1, ch, final)
+  shapes["logits/kernel"] = (final, num_classes)
+  shapes["logits/bias"] = (num_classes,)
+  return shapes
+
+
+def count_params(variant="F0", num_classes=1000, **overrides):
+  """The parameter count of `nfnet(variant, num_classes, **overrides)`, by formula
+  (`weight_shapes`), without building it."""
+  return sum(math.prod(shape) for shape in weight_shapes(variant, num_classes,
+                                                         **overrides).values())

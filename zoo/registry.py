@@ -3,7 +3,11 @@
 Each entry is a row of `MODELS`: its builder, its model card (`zoo/card.py`:
 resolutions, evaluation crop and resize, the input normalisation its published
 weights expect, RandAugment, the regex naming its blocks) and where it comes from.
-`build` attaches the card to the model it returns (`card_of(model)`). Every model
+`build` attaches the card to the model it returns (`card_of(model)`); a model loaded
+from a timm checkpoint (`weights='.../model.safetensors'`, zoo/timm_checkpoint.py:
+resnet50_v1_5, the ResNeXts, inception_v3, nfnet_f0 ... f6) is built in the
+checkpoint's layout and carries the card of the checkpoint's timm configuration
+(its mean, std, sizes, crop, interpolation). Every model
 outputs logits from a final Dense layer named "logits", so heads are replaced, and
 excluded from AGC, the same way for all of them. Keras-provided models are built
 flat (the application's layers, then "logits"), so tricks that rewrite a functional
@@ -24,6 +28,7 @@ from zoo import pretrained
 from zoo import resnet32_menon
 from zoo import resnet_cifar
 from zoo import resnext
+from zoo import timm_checkpoint
 
 ModelCard = card_lib.ModelCard
 card_of = card_lib.card_of
@@ -84,8 +89,9 @@ def _resnet_v1_5(model_id):
   def build(num_classes, input_shape, dropout=0.0, weights=None, **backbone_kwargs):
     if weights is not None:
       raise pretrained.WeightsError(
-          f"resnet{model_id}_v1_5 has no weights file (weights={weights!r}); set weights to "
-          "None and start from a Model Garden checkpoint (finetune_model.init_checkpoint)")
+          f"resnet{model_id}_v1_5 takes no weights file but timm's resnet{model_id} "
+          f"model.safetensors (weights={weights!r}); set weights to None and start from a "
+          "Model Garden checkpoint (finetune_model.init_checkpoint), or give timm's file")
     from official.vision.modeling.backbones import resnet  # pylint: disable=g-import-not-at-top
     backbone = resnet.ResNet(
         model_id=model_id,
@@ -130,9 +136,28 @@ def _resnet32_menon(num_classes, input_shape, **overrides):
 
 
 def _resnext(variant):
-  def build(num_classes, input_shape, **overrides):
+  def build(num_classes, input_shape, weights=None, **overrides):
+    if weights is not None:
+      raise pretrained.WeightsError(
+          f"{variant} takes timm's {variant} model.safetensors as weights, not "
+          f"{weights!r} (docs/zoo.md: fine-tune from timm)")
     return resnext.resnext(variant, num_classes=num_classes, input_shape=input_shape,
                            **overrides)
+  return build
+
+
+def _or_timm(name, builder):
+  """`builder`, or, when `weights` is a timm .safetensors file, zoo model `name` built
+  for that checkpoint and loaded from it, with its card (zoo/timm_checkpoint.py)."""
+
+  def build(num_classes, input_shape, weights=None, weights_sha256=None, **overrides):
+    if timm_checkpoint.is_timm_weights(weights):
+      return timm_checkpoint.build(name, weights, card(name), num_classes=num_classes,
+                                   input_shape=input_shape, sha256=weights_sha256,
+                                   **overrides)
+    given = {k: v for k, v in (("weights", weights), ("weights_sha256", weights_sha256))
+             if v is not None}
+    return builder(num_classes=num_classes, input_shape=input_shape, **given, **overrides)
   return build
 
 
@@ -210,6 +235,9 @@ MODELS = {
         source="Brock et al. 2021 (arXiv:2102.06171); zoo/nfnet.py")
        for v in nfnet.VARIANTS},
 }
+for _name in timm_checkpoint.ARCHITECTURES:
+  MODELS[_name] = dataclasses.replace(MODELS[_name],
+                                      builder=_or_timm(_name, MODELS[_name].builder))
 
 
 def _entry(name):
@@ -229,10 +257,14 @@ def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, **overrides):
   """The zoo model `name` with a `num_classes` head, at `input_shape` (H, W, 3).
 
   `input_shape` defaults to the card's training resolution; `overrides` go to its
-  builder (e.g. `dropout=`, or an NFNet's `stochdepth_rate=`). The model carries the
-  entry's card (`card_of`).
+  builder (e.g. `dropout=`, or an NFNet's `stochdepth_rate=`, or `weights=`). The model
+  carries the entry's card (`card_of`), or the card its builder attached (a timm
+  checkpoint's).
   """
   entry = _entry(name)
+  if (timm_checkpoint.is_timm_weights(overrides.get("weights"))
+      and name not in timm_checkpoint.ARCHITECTURES):
+    raise timm_checkpoint.not_for_timm(name)
   if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
     raise ValueError(f"zoo.build num_classes={num_classes!r} must be a whole number >= 1")
   if input_shape is None:
@@ -245,4 +277,4 @@ def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, **overrides):
                      "3) with sides >= 1 (or None); check IMAGE_SIZE")
   model = entry.builder(num_classes=num_classes, input_shape=tuple(input_shape),
                         **overrides)
-  return attach_card(model, entry.card)
+  return attach_card(model, card_of(model) or entry.card)

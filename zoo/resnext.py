@@ -41,6 +41,11 @@ VARIANTS = {
     "resnext50_32x4d": ((3, 4, 6, 3), 32, 4),
     "resnext101_32x8d": ((3, 4, 23, 3), 32, 8),
 }
+# torchvision's (and timm's) ResNet-50 is the same network with one group of width 64
+# (He et al. 2016's bottleneck with the stride on the 3x3 convolution, "v1.5"):
+# 25,557,032 parameters at 1000 classes. The zoo builds it for timm's resnet50
+# checkpoints (zoo/timm_checkpoint.py); it is not a registry entry of its own.
+RESNETS = {"resnet50": ((3, 4, 6, 3), 1, 64)}
 EXPANSION = 4
 
 
@@ -86,12 +91,14 @@ def bottleneck_block(x, planes, strides, groups, width_per_group, name, momentum
 
 @gin.configurable
 def resnext(variant="resnext50_32x4d", num_classes=1000, input_shape=(224, 224, 3),
-            bn_momentum=0.9, bn_epsilon=1e-5, name=None):
-  """ResNeXt `variant` (a key of VARIANTS) with a `num_classes` Dense "logits" head."""
-  if variant not in VARIANTS:
+            bn_momentum=0.9, bn_epsilon=1e-5, dropout=0.0, name=None):
+  """ResNeXt `variant` (a key of VARIANTS or RESNETS) with a `num_classes` Dense
+  "logits" head (after Dropout "dropout" when `dropout` > 0; torchvision has none)."""
+  layouts = {**VARIANTS, **RESNETS}
+  if variant not in layouts:
     raise ValueError(f"unknown ResNeXt variant {variant!r}; use one of "
-                     f"{', '.join(VARIANTS)}")
-  blocks, groups, width_per_group = VARIANTS[variant]
+                     f"{', '.join(layouts)}")
+  blocks, groups, width_per_group = layouts[variant]
   inputs = tf_keras.Input(input_shape, name="images")
   x = tf_keras.layers.ZeroPadding2D(3, name="stem/pad")(inputs)
   x = _conv(x, 64, 7, 2, "stem/conv")
@@ -106,6 +113,8 @@ def resnext(variant="resnext50_32x4d", num_classes=1000, input_shape=(224, 224, 
       x = bottleneck_block(x, 64 * 2 ** stage, strides, groups, width_per_group,
                            f"stage{stage + 1}/block{block}/", bn_momentum, bn_epsilon)
   x = tf_keras.layers.GlobalAveragePooling2D(name="pool")(x)
+  if dropout:
+    x = tf_keras.layers.Dropout(dropout, name="dropout")(x)
   bound = 1 / math.sqrt(x.shape[-1])  # nn.Linear's default initialisation
   outputs = tf_keras.layers.Dense(
       num_classes, kernel_initializer=tf_keras.initializers.VarianceScaling(
@@ -113,3 +122,37 @@ def resnext(variant="resnext50_32x4d", num_classes=1000, input_shape=(224, 224, 
       bias_initializer=tf_keras.initializers.RandomUniform(-bound, bound),
       name="logits")(x)
   return tf_keras.Model(inputs, outputs, name=name or variant)
+
+
+def weight_shapes(variant="resnext50_32x4d", num_classes=1000):
+  """{"layer/weight": shape} of every weight `resnext(variant, num_classes)` holds, by
+  formula, without building it (zoo/timm_checkpoint.py's test maps ResNeXt-101's
+  timm names by these)."""
+  layouts = {**VARIANTS, **RESNETS}
+  if variant not in layouts:
+    raise ValueError(f"unknown ResNeXt variant {variant!r}; use one of "
+                     f"{', '.join(layouts)}")
+  blocks, groups, width_per_group = layouts[variant]
+  shapes = {}
+
+  def conv_bn(conv, bn, kernel, cin, cout, groups=1):
+    shapes[f"{conv}/kernel"] = (kernel, kernel, cin // groups, cout)
+    for weight in ("gamma", "beta", "moving_mean", "moving_variance"):
+      shapes[f"{bn}/{weight}"] = (cout,)
+
+  conv_bn("stem/conv", "stem/bn", 7, 3, 64)
+  cin = 64
+  for stage, count in enumerate(blocks):
+    planes = 64 * 2 ** stage
+    width, out = int(planes * width_per_group / 64) * groups, planes * EXPANSION
+    for block in range(count):
+      name = f"stage{stage + 1}/block{block}/"
+      conv_bn(f"{name}1_conv", f"{name}1_bn", 1, cin, width)
+      conv_bn(f"{name}2_conv", f"{name}2_bn", 3, width, width, groups)
+      conv_bn(f"{name}3_conv", f"{name}3_bn", 1, width, out)
+      if block == 0:  # stride 2, or 64 -> 256 channels: the projection
+        conv_bn(f"{name}0_conv", f"{name}0_bn", 1, cin, out)
+      cin = out
+  shapes["logits/kernel"] = (cin, num_classes)
+  shapes["logits/bias"] = (num_classes,)
+  return shapes

@@ -5,6 +5,7 @@ no traceback, and the model_dir as it was (absent, or unchanged).
 Each case runs `recipes.train`'s command line in a real (forked) process: see cli.py.
 """
 
+import json
 import os
 import socket
 
@@ -12,6 +13,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 from PIL import Image
+from safetensors.numpy import save_file
 
 from tests.recipes import cli
 
@@ -22,6 +24,9 @@ FINETUNE = "--gin_file=recipes/resnet50_finetune.gin"
 
 def bind(*bindings):
   return [f"--gin_bindings={b}" for b in bindings]
+
+
+TIMM = ("MODEL = 'resnet50_v1_5'", "WEIGHTS = '{tmp}/timm/model.safetensors'")
 
 
 # (name, arguments, pattern the error line must match). Arguments may hold {tmp}
@@ -140,6 +145,13 @@ CASES = [
      "data set has 10 classes but the model outputs 12.*NUM_CLASSES = 10"),
     ("unknown_model", [TINY, *bind("zoo.build.name = 'resnet51'")], "resnet51"),
     ("head_epochs_negative", [FINETUNE, *bind("HEAD_EPOCHS = -1", "WEIGHTS = None")], "epochs=-1"),
+    # timm checkpoints (zoo/timm_checkpoint.py): {tmp}/timm holds the case's file.
+    ("timm_another_architecture", [FINETUNE, *bind(*TIMM)],
+     "timm/config.json describes timm's 'dm_nfnet_f0', but zoo model resnet50_v1_5 takes "
+     "timm's resnet50 checkpoints; use the zoo model for 'dm_nfnet_f0'"),
+    ("timm_truncated", [FINETUNE, *bind(*TIMM)], "timm/model.safetensors is truncated"),
+    ("timm_not_safetensors", [FINETUNE, *bind(*TIMM)],
+     "timm/model.safetensors is not a safetensors file"),
     ("phase_regex_bad", [TINY, *bind("Optimization.phases = [@Phase()]", "Phase.trainable = '('")],
      "phases\\[0\\].trainable='\\('"),
     # Data.
@@ -186,6 +198,33 @@ def write_images(folder, counts, extra=None):
       f.write(data)
 
 
+def write_timm_file(folder, case):
+  """`folder/model.safetensors` with the hub's config.json beside it: three tensors of
+  timm's dm_nfnet_f0 (and its config), or a resnet50 file cut short, or one that is
+  not safetensors at all. (A file whose tensors do not fit under a config.json that
+  claims they do: //tests/zoo:timm_checkpoint_test.)"""
+  os.makedirs(folder)
+  path = os.path.join(folder, "model.safetensors")
+  tensors = {"stem.conv1.weight": np.ones((16, 3, 3, 3), np.float32),
+             "stem.conv1.bias": np.zeros(16, np.float32),
+             "stem.conv1.gain": np.ones((16, 1, 1, 1), np.float32)}
+  save_file(tensors, path, metadata={"format": "pt"})
+  with open(path, "rb") as f:
+    data = f.read()
+  if case == "timm_truncated":
+    data = data[:len(data) - 100]
+  elif case == "timm_not_safetensors":
+    data = b"PK\x03\x04" + bytes(200)  # a zip, as PyTorch's .pth
+  with open(path, "wb") as f:
+    f.write(data)
+  arch = "dm_nfnet_f0" if case == "timm_another_architecture" else "resnet50"
+  config = {"architecture": arch, "num_classes": 1000, "pretrained_cfg": {
+      "tag": "a1_in1k", "input_size": [3, 224, 224], "interpolation": "bicubic",
+      "crop_pct": 0.95, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}}
+  with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(config, f)
+
+
 class BadInputsTest(parameterized.TestCase):
 
   held = []  # model_dir locks a case holds while the command runs
@@ -213,6 +252,8 @@ class BadInputsTest(parameterized.TestCase):
       os.makedirs(os.path.join(tmp, "other"))
       with open(os.path.join(tmp, "other", "config.gin"), "w") as f:
         f.write("Runtime.epochs = 7\n")
+    elif name.startswith("timm_"):
+      write_timm_file(os.path.join(tmp, "timm"), name)
     elif name == "model_dir_in_use":
       from recipes import run_lock  # pylint: disable=g-import-not-at-top
       self.held.append(run_lock.acquire(os.path.join(tmp, "busy")))

@@ -26,6 +26,47 @@ class WsConvTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(got.numpy().mean(axis=(0, 1, 2)), np.zeros(5), atol=1e-6)
     self.assertAllClose(got.numpy().var(axis=(0, 1, 2)), gain ** 2 / 36, rtol=1e-4)
 
+  def test_variance_eps_is_timms_batch_norm_over_the_fan_in(self):
+    """timm's ScaledStdConv2d: F.batch_norm over each unit's fan-in (biased variance,
+    eps added to it) times gain / sqrt(N); a near-constant unit shows the offset."""
+    rng = np.random.default_rng(2)
+    kernel = rng.normal(0.0, 0.05, size=(3, 3, 4, 5)).astype(np.float32)
+    kernel[..., 1] = 0.5 + rng.normal(0.0, 1e-3, size=(3, 3, 4))
+    gain = rng.uniform(0.5, 2.0, size=(5,)).astype(np.float32)
+    flat = kernel.reshape(36, 5).astype(np.float64)
+    batch_norm = (flat - flat.mean(0)) / np.sqrt(flat.var(0) + 1e-5)
+    want = (batch_norm * gain / 6.0).reshape(kernel.shape)
+    got = ws_conv.standardize_kernel(tf.constant(kernel), tf.constant(gain),
+                                     variance_eps=1e-5)
+    # float32 centring of 0.5 + 1e-3 noise: 6e-8 / 1e-3 of the unit's scale (0.14).
+    self.assertAllClose(got, want, rtol=1e-5, atol=2e-5)
+    # DeepMind's floor gives other numbers here: both forms are needed.
+    self.assertGreater(np.abs(numpy_ws(kernel, gain) - want).max(), 1e-2)
+
+  def test_variance_eps_gradient_equals_automatic_differentiation(self):
+    rng = np.random.default_rng(3)
+    kernel = tf.constant(rng.normal(0.1, 0.02, size=(3, 3, 6, 5)).astype(np.float32))
+    gain = tf.constant(rng.uniform(0.5, 2.0, size=(5,)).astype(np.float32))
+    upstream = tf.constant(rng.normal(size=(3, 3, 6, 5)).astype(np.float32))
+
+    def formula(w, g):
+      mean = tf.reduce_mean(w, axis=[0, 1, 2], keepdims=True)
+      var = tf.reduce_mean(tf.square(w - mean), axis=[0, 1, 2], keepdims=True)
+      return g * (w - mean) / tf.sqrt(54.0 * (var + 1e-3))
+
+    def ours(w, g):
+      return ws_conv.standardize_kernel(w, g, variance_eps=1e-3)
+
+    grads = []
+    for fn in (ours, formula):
+      with tf.GradientTape() as tape:
+        tape.watch([kernel, gain])
+        loss = tf.reduce_sum(fn(kernel, gain) * upstream)
+      grads.append(tape.gradient(loss, [kernel, gain]))
+    (got_w, got_g), (want_w, want_g) = grads
+    self.assertAllClose(got_w, want_w, rtol=1e-4, atol=1e-5)
+    self.assertAllClose(got_g, want_g, rtol=1e-4, atol=1e-5)
+
   @parameterized.parameters("float32", "bfloat16")
   def test_gradient_equals_automatic_differentiation_of_the_formula(self, dtype):
     """The written-out backward pass against TensorFlow differentiating eq. (2) in
@@ -87,9 +128,10 @@ class WsConvTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(float(tf.math.reduce_variance(y)), 1.0, rtol=0.1)
 
   def test_config_round_trip(self):
-    layer = ws_conv.WSConv2D(4, 1, eps=1e-3, name="c")
+    layer = ws_conv.WSConv2D(4, 1, eps=1e-3, variance_eps=1e-5, name="c")
     clone = ws_conv.WSConv2D.from_config(layer.get_config())
     self.assertEqual(clone.eps, 1e-3)
+    self.assertEqual(clone.variance_eps, 1e-5)
     self.assertTrue(clone.use_bias)
 
 

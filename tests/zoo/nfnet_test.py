@@ -49,6 +49,9 @@ class NfnetTest(tf.test.TestCase, parameterized.TestCase):
                         **overrides)
     self.assertEqual(nfnet.count_params(variant, num_classes=classes, **overrides),
                      model.count_params())
+    # Weight by weight (zoo/timm_checkpoint.py's test maps F1-F6 by these).
+    self.assertEqual(nfnet.weight_shapes(variant, num_classes=classes, **overrides),
+                     {w.name.split(":")[0]: tuple(w.shape) for w in model.weights})
 
   def test_parameter_formula_refuses_unknown_arguments(self):
     with self.assertRaisesRegex(ValueError, "unknown NFNet variant 'F9'"):

@@ -153,8 +153,13 @@ class RegistryTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_model_garden_resnet_takes_checkpoints_not_weight_files(self):
     with self.assertRaisesRegex(pretrained.WeightsError,
-                                "resnet50_v1_5 has no weights file .* Model Garden checkpoint"):
+                                "resnet50_v1_5 takes no weights file but timm's resnet50 "
+                                "model.safetensors .* Model Garden checkpoint"):
       registry.build("resnet50_v1_5", num_classes=3, weights="imagenet")
+    with self.assertRaisesRegex(pretrained.WeightsError,
+                                "resnext50_32x4d takes timm's resnext50_32x4d "
+                                "model.safetensors as weights, not '/w.h5'"):
+      registry.build("resnext50_32x4d", num_classes=3, weights="/w.h5")
 
 
 if __name__ == "__main__":

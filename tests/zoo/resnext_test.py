@@ -12,12 +12,13 @@ from zoo import resnext
 # trainable weights here.
 TORCHVISION_PARAMS = 25_028_904
 TORCHVISION_PARAMS_101 = 88_791_336
+TORCHVISION_PARAMS_RESNET50 = 25_557_032  # torchvision.models.resnet50(), timm's resnet50
 
 
 def formula_params(variant, num_classes=1000):
   """Trainable weights from the architecture: convolutions k*k*(cin/groups)*cout,
   BatchNorm gamma and beta, the classifier; no model built."""
-  blocks, groups, width_per_group = resnext.VARIANTS[variant]
+  blocks, groups, width_per_group = {**resnext.VARIANTS, **resnext.RESNETS}[variant]
   total = 7 * 7 * 3 * 64 + 2 * 64
   cin = 64
   for stage, count in enumerate(blocks):
@@ -56,6 +57,10 @@ class ResnextTest(tf.test.TestCase):
     # 1 stem + 16 blocks * 3 + 4 projections convolutions, as torchvision's 53.
     convs = [l for l in self.model.layers if isinstance(l, tf_keras.layers.Conv2D)]
     self.assertLen(convs, 53)
+
+  def test_weight_shapes_are_the_built_models(self):
+    self.assertEqual(resnext.weight_shapes("resnext50_32x4d"),
+                     {w.name.split(":")[0]: tuple(w.shape) for w in self.model.weights})
 
   def test_grouped_convolutions(self):
     for stage, width in enumerate((128, 256, 512, 1024)):
@@ -113,6 +118,8 @@ class ResnextTest(tf.test.TestCase):
     self.assertEqual(resnext.VARIANTS["resnext101_32x8d"], ((3, 4, 23, 3), 32, 8))
     # Not built here (slow on CPU); //tests/zoo:registry_test builds and trains it.
     self.assertEqual(formula_params("resnext101_32x8d"), TORCHVISION_PARAMS_101)
+    # ResNet-50 is the one-group, 64-wide layout (built by //tests/zoo:timm_checkpoint_test).
+    self.assertEqual(formula_params("resnet50"), TORCHVISION_PARAMS_RESNET50)
     with self.assertRaisesRegex(ValueError, "unknown ResNeXt variant 'resnext50'"):
       resnext.resnext("resnext50")
 
