@@ -310,7 +310,7 @@ def main(argv):
   began = time.time()
   for (method, seed), run in planned.items():
     try:
-      metrics, wall = runs_lib.train_timed(run, digest, FLAGS.rerun_stale)
+      metrics, wall = runs_lib.train_timed(run, rerun_stale=FLAGS.rerun_stale)
     except runs_lib.StaleRun as e:
       runs_lib.fail(str(e))
     results["runs"].setdefault(method, {})[seed] = run_record(metrics, wall)

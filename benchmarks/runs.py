@@ -134,9 +134,12 @@ def check(run, digest, rerun_stale=False):
   return key
 
 
-def train(run, digest, rerun_stale=False, python=sys.executable):
+def train(run, digest=None, rerun_stale=False, python=sys.executable):
   """`run`'s metrics.json: read when the directory holds this very run finished, else
-  trained (resuming this very run's checkpoints)."""
+  trained (resuming this very run's checkpoints). `digest`: the code's (default:
+  computed now); if the code changes while the run trains, its report is not that
+  code's: the key is spoiled (a rerun sees a stale run) and RuntimeError says so."""
+  digest = digest or code_digest()
   check(run, digest, rerun_stale)
   if os.path.exists(run.report_path):
     with open(run.report_path) as f:
@@ -148,11 +151,16 @@ def train(run, digest, rerun_stale=False, python=sys.executable):
   if done.returncode != 0:
     raise RuntimeError(f"run failed ({done.returncode}): {' '.join(run.command(python))}"
                        f"\n{done.stderr[-2000:]}")
+  if code_digest() != digest:
+    with open(os.path.join(run.model_dir, KEY_FILE), "w") as f:
+      json.dump({"code": "changed while the run trained"}, f)
+    raise RuntimeError(f"the code under {', '.join(CODE_DIRS)} changed while {run.model_dir} "
+                       "trained: its report is not one code's; rerun with --rerun_stale")
   with open(run.report_path) as f:
     return json.load(f)
 
 
-def train_timed(run, digest, rerun_stale=False, python=sys.executable):
+def train_timed(run, digest=None, rerun_stale=False, python=sys.executable):
   """(metrics, wall seconds) of `run` (runs.train); the wall time of the sitting that
   finished it is kept beside it."""
   timing = os.path.join(run.model_dir, "benchmark_wall_seconds.json")

@@ -88,7 +88,7 @@ def main(argv):
                          bindings=(f"SEED = {seed}", *bindings, *FLAGS.gin_bindings),
                          model_dir=os.path.join(point_dir(root, bindings), f"seed{seed}"))
       try:
-        metrics, wall = runs_lib.train_timed(run, digest, FLAGS.rerun_stale)
+        metrics, wall = runs_lib.train_timed(run, rerun_stale=FLAGS.rerun_stale)
       except runs_lib.StaleRun as e:
         runs_lib.fail(str(e))
       validation = metrics.get("final_validation") or {}
