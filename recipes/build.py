@@ -106,7 +106,8 @@ def set_up_runtime(runtime):
 def load_data(task, seed):
   """The source, its validation examples (the source's own validation split, or a
   balanced hold-out drawn with `seed` before the long-tail draw), the training draw
-  and its class counts."""
+  and its class counts. A k-shot run (`Task.examples_per_class`) draws both its
+  hold-out and its k examples a class with `Task.examples_seed`, not `seed`."""
   source = checks.construct("Task.data", task.data)
   pool = np.arange(len(source.train_labels))
   validation = np.zeros([0], np.int64)
@@ -119,11 +120,17 @@ def load_data(task, seed):
                         "validation list")
     validation, split = np.arange(len(given)), "validation"
   elif task.validation_per_class:
+    # A k-shot run's split (hold-out and draw) follows its own seed alone.
+    holdout_seed = seed if task.examples_per_class is None else task.examples_seed
     pool, validation = source_lib.balanced_holdout(
-        source.train_labels, task.validation_per_class, seed, "Task.validation_per_class")
+        source.train_labels, task.validation_per_class, holdout_seed,
+        "Task.validation_per_class")
   train = pool
   if task.long_tail:
     train = pool[task.long_tail.select(source.train_labels[pool], source.num_classes)]
+  if task.examples_per_class is not None:
+    train = pool[source_lib.per_class_draw(source.train_labels[pool], task.examples_per_class,
+                                           task.examples_seed, source.num_classes)]
   counts = np.bincount(source.train_labels[train], minlength=source.num_classes)
   return Data(source=source, train=train, validation=validation, counts=counts,
               validation_split=split)
