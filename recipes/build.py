@@ -107,7 +107,8 @@ def load_data(task, seed):
   """The source, its validation examples (the source's own validation split, or a
   balanced hold-out drawn with `seed` before the long-tail draw), the training draw
   and its class counts. A k-shot run (`Task.examples_per_class`) draws both its
-  hold-out and its k examples a class with `Task.examples_seed`, not `seed`."""
+  hold-out and its k examples a class with `Task.examples_per_class_seed`, not
+  `seed`."""
   source = checks.construct("Task.data", task.data)
   pool = np.arange(len(source.train_labels))
   validation = np.zeros([0], np.int64)
@@ -121,7 +122,8 @@ def load_data(task, seed):
     validation, split = np.arange(len(given)), "validation"
   elif task.validation_per_class:
     # A k-shot run's split (hold-out and draw) follows its own seed alone.
-    holdout_seed = seed if task.examples_per_class is None else task.examples_seed
+    holdout_seed = (seed if task.examples_per_class is None
+                    else task.examples_per_class_seed)
     pool, validation = source_lib.balanced_holdout(
         source.train_labels, task.validation_per_class, holdout_seed,
         "Task.validation_per_class")
@@ -129,8 +131,9 @@ def load_data(task, seed):
   if task.long_tail:
     train = pool[task.long_tail.select(source.train_labels[pool], source.num_classes)]
   if task.examples_per_class is not None:
-    train = pool[source_lib.per_class_draw(source.train_labels[pool], task.examples_per_class,
-                                           task.examples_seed, source.num_classes)]
+    train = pool[source_lib.per_class_draw(
+        source.train_labels[pool], task.examples_per_class, task.examples_per_class_seed,
+        source.num_classes)]
   counts = np.bincount(source.train_labels[train], minlength=source.num_classes)
   return Data(source=source, train=train, validation=validation, counts=counts,
               validation_split=split)

@@ -203,7 +203,7 @@ def task(t, runtime_):
   del runtime_
   whole("Task.validation_per_class", t.validation_per_class, 0)
   whole("Task.examples_per_class", t.examples_per_class, 1, allow_none=True)
-  whole("Task.examples_seed", t.examples_seed, 0)
+  whole("Task.examples_per_class_seed", t.examples_per_class_seed, 0)
   if t.examples_per_class is not None and t.long_tail is not None:
     raise ConfigError(f"Task.examples_per_class={t.examples_per_class} and Task.long_tail "
                       "both draw the training set; set Task.long_tail = None for a k-shot "

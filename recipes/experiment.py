@@ -65,16 +65,16 @@ class Task:
     loss: called as `loss(class_counts=)`; returns per-example losses.
     shot_thresholds: (many_shot_above, few_shot_below) training counts.
     validation_per_class: examples of each class held out of the training pool
-      (before the long-tail or k-shot draw), drawn by `Runtime.seed` (by
-      `examples_seed` in a k-shot run), for validation; 0 holds none out. The test
-      split is never used to choose anything.
-    examples_per_class: k, for a k-shot training set: k examples of every class drawn
-      from the training pool (after the validation hold-out) by `examples_seed`; None
-      trains on the whole pool. A class with fewer than k is an error. It replaces the
-      long-tail draw (set `long_tail` to None).
-    examples_seed: the seed of that draw and, in a k-shot run, of the validation
-      hold-out too: the split is apart from `Runtime.seed` (initialisation, augmentation,
-      data order), so the examples and the initialisation vary independently.
+      (before the long-tail or k-shot draw), drawn by `Runtime.seed` (in a k-shot run
+      by `examples_per_class_seed`), for validation; 0 holds none out. The test split
+      is never used to choose anything.
+    examples_per_class: k, for a k-shot training set (BiT's `examples_per_class`): k
+      examples of every class drawn from the training pool (after the validation
+      hold-out) by `examples_per_class_seed`; None trains on the whole pool. A class
+      with fewer than k is an error. It replaces the long-tail draw (`long_tail` None).
+    examples_per_class_seed: the seed of that draw and, in a k-shot run, of the
+      validation hold-out too: the split is apart from `Runtime.seed` (initialisation,
+      augmentation, data order), so examples and initialisation vary independently.
     name: the recipe's name, recorded in metrics.json.
   """
   data: Callable[[], Any] = gin.REQUIRED
@@ -86,7 +86,7 @@ class Task:
   shot_thresholds: Sequence[int] = (100, 20)
   validation_per_class: int = 0
   examples_per_class: Optional[int] = None
-  examples_seed: int = 0
+  examples_per_class_seed: int = 0
   name: Optional[str] = None
 
 

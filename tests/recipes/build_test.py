@@ -42,9 +42,10 @@ class BuildTest(tf.test.TestCase):
     source = source_lib.Source(name="toy", class_names=list("abcd"), train_labels=labels,
                                test_labels=labels[:4], make_dataset=None)
 
-    def draw(k=3, examples_seed=5, run_seed=1, validation=4):
+    def draw(k=3, draw_seed=5, run_seed=1, validation=4):
       task = experiment.Task(data=lambda: source, model=None, examples_per_class=k,
-                             examples_seed=examples_seed, validation_per_class=validation)
+                             examples_per_class_seed=draw_seed,
+                             validation_per_class=validation)
       return build.load_data(task, seed=run_seed)
 
     data = draw()
@@ -54,15 +55,15 @@ class BuildTest(tf.test.TestCase):
     self.assertLen(np.unique(data.train), 12)
     self.assertAllEqual(np.bincount(labels[data.validation], minlength=4), [4, 4, 4, 4])
     self.assertEmpty(np.intersect1d(data.train, data.validation))
-    # A function of examples_seed alone: the run's seed (initialisation) changes nothing.
+    # A function of examples_per_class_seed alone: the run's seed changes nothing.
     again = draw(run_seed=2)
     self.assertAllEqual(again.train, data.train)
     self.assertAllEqual(again.validation, data.validation)
-    other = draw(examples_seed=6)
+    other = draw(draw_seed=6)
     self.assertNotAllEqual(other.train, data.train)
     self.assertAllEqual(np.bincount(labels[other.train], minlength=4), [3, 3, 3, 3])
     # Without a hold-out the k come from the whole training split; each seed its own.
-    whole = [draw(validation=0, examples_seed=s).train for s in range(5)]
+    whole = [draw(validation=0, draw_seed=s).train for s in range(5)]
     self.assertLen({w.tobytes() for w in whole}, 5)
     # The draw is LongTail(rho=1, n_max=k)'s, example for example (the few-shot digits
     # recipes drew with it before), computed here with rng calls written out.
