@@ -23,6 +23,7 @@ from recipes.data import source as source_lib
 from recipes.errors import ConfigError
 from tricks import layer_lr
 from zoo import finetune
+from zoo import layer_groups
 from zoo import nfnet_checkpoint
 from zoo import pretrained
 from zoo import registry
@@ -236,6 +237,9 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
   if runtime.mixed_precision == "mixed_float16":
     opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
   getattr(opt, "inner_optimizer", opt).build(model.trainable_variables)
+  if optimization.layer_decay is not None:
+    return Optimizing(optimizer=opt, schedule=schedule,
+                      **layer_decay_rates(model, optimization))
   if optimization.layer_learning_rates is None:
     return Optimizing(optimizer=opt, schedule=schedule)
   try:
@@ -247,6 +251,34 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
   note = "layer learning rates: " + ", ".join(
       f"{n} variables x{m:g}" for m, n in sorted(groups.items()))
   return Optimizing(optimizer=opt, schedule=schedule, layer_rates=rates, notes=[note])
+
+
+def layer_decay_rates(model, optimization):
+  """{layer_rates, notes}: BEiT's layer-wise rate decay over the model's stem, blocks
+  and head (zoo/layer_groups.py), as per-variable rates (tricks/layer_lr.py)."""
+  decay = optimization.layer_decay
+  if optimization.layer_learning_rates is not None:
+    raise ConfigError("Optimization.layer_decay and Optimization.layer_learning_rates both "
+                      "set the layers' rates; keep one (LAYER_DECAY or "
+                      "LAYER_LEARNING_RATES)")
+  try:
+    groups = layer_groups.layer_groups(model)
+    names = [[v.name for layer in group for v in layer.trainable_weights]
+             for group in groups]
+    placed = {n for group in names for n in group}
+    outside = [v.name for v in model.trainable_variables if v.name not in placed]
+    if outside:
+      raise ValueError(f"{len(outside)} trainable variables (e.g. {outside[0]!r}) are in "
+                       "no layer group")
+    pairs = layer_lr.layer_decay(names, decay)
+    rates = layer_lr.LayerLearningRates(pairs)
+    rates.build(model.trainable_variables)
+  except ValueError as e:
+    raise ConfigError(f"Optimization.layer_decay={decay!r}: {e}; check LAYER_DECAY") from None
+  depth = len(groups) - 2
+  note = (f"layer decay {decay:g}: stem, {depth} blocks, head; rates "
+          f"x{decay ** (depth + 1):.3g} (stem) ... x{decay:g} (last block), x1 (head)")
+  return dict(layer_rates=rates, notes=[note])
 
 
 def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batch_size,

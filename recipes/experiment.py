@@ -3,7 +3,8 @@
 - `Task`: what is learned: data, long-tail profile or k-shot draw, input pipeline,
   model, model transforms, loss, shot thresholds, validation split.
 - `Optimization`: how: optimizer, learning-rate schedule, gradient transforms, weight
-  decay, per-layer-group rates, phases, and a rule that derives settings (BiT).
+  decay, per-layer-group rates or layer-wise rate decay, phases, and a rule that
+  derives settings (BiT).
 - `Runtime`: where and how long: seed, epochs or steps, precision, XLA, determinism,
   steps per loop, checkpoint / evaluation cadence, export, device settings.
 
@@ -105,6 +106,10 @@ class Optimization:
       optimizer's decoupled weight_decay nor by `l2`.
     l2: coefficient of an L2 penalty l2 / 2 * sum ||w||^2 (coupled weight decay).
     layer_learning_rates: {name regex: multiplier} (tricks/layer_lr.py), or None.
+    layer_decay: layer-wise learning-rate decay (BEiT's, timm's `--layer-decay`): a
+      number in (0, 1]; a zoo model's stem, blocks and head (zoo/layer_groups.py) get
+      decay^(L + 1 - depth) times the rate, the head the rate itself. None: off. Not
+      with `layer_learning_rates`.
     phases: `Phase`s in order; empty: one phase, every layer, the whole run.
     hyperrule: a rule (`@BitHyperRule()`) whose plan sets the run's steps, rate
       schedule, resolution and MixUp from the training set, before anything is built.
@@ -119,6 +124,7 @@ class Optimization:
   weight_decay_exclude: Sequence[str] = ()
   l2: float = 0.0
   layer_learning_rates: Optional[Mapping[str, float]] = None
+  layer_decay: Optional[float] = None
   phases: Sequence[Phase] = ()
   hyperrule: Optional[Any] = None
   sam: Optional[Any] = None
