@@ -171,7 +171,7 @@ def resolve_pipeline(base, overrides, model, card, full_frame=False):
   pipeline = base.replace(**overrides)
   try:
     pipeline, taken = pipeline.with_card(card or pipeline.plain_card(model_size), model_size,
-                                         full_frame)
+                                         full_frame, channels=model.input_shape[-1])
     pipeline.check()
   except ValueError as e:
     raise ConfigError(str(e)) from None
@@ -334,7 +334,7 @@ def build(model_dir, strategy, task, optimization, runtime):
                                        data.source.full_frame)
     derived.update(taken)
     checks.model_fits(model, data.source.num_classes,
-                      {pipeline.image_size, pipeline.eval_image_size})
+                      {pipeline.image_size, pipeline.eval_image_size}, len(pipeline.mean))
     checks.data_service_answers(pipeline.data_service)
     length = run_length(optimization, runtime, data, pipeline, plan.steps, model)
     optimizing = build_optimizer(optimization, runtime, model, length, plan.learning_rate)

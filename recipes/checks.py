@@ -265,7 +265,8 @@ def data_service_answers(address, timeout=10.0):
         "here") from None
 
 
-def model_fits(keras_model, num_classes, image_sizes):
+def model_fits(keras_model, num_classes, image_sizes, channels=3):
+  """The model's outputs, input size and input channels fit the data and pipeline."""
   outputs = keras_model.output_shape[-1]
   if outputs != num_classes:
     raise ConfigError(
@@ -277,6 +278,12 @@ def model_fits(keras_model, num_classes, image_sizes):
       raise ConfigError(
           f"the model takes {height}x{width} images but the pipeline feeds {size}x{size}; "
           "make InputPipeline.image_size / eval_image_size match the model's input_shape")
+  takes = keras_model.input_shape[-1]
+  if takes != channels:
+    raise ConfigError(
+        f"the model takes {takes}-channel images but the pipeline normalises {channels} "
+        f"(InputPipeline.mean / std); leave them unset (the card's) or give {takes} "
+        f"value{'s' if takes > 1 else ''} each")
 
 
 def model_dir_writable(model_dir):
