@@ -236,7 +236,15 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
     opt.exclude_from_weight_decay(var_names=list(optimization.weight_decay_exclude))
   if runtime.mixed_precision == "mixed_float16":
     opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
-  getattr(opt, "inner_optimizer", opt).build(model.trainable_variables)
+  inner = getattr(opt, "inner_optimizer", opt)
+  inner.build(model.trainable_variables)
+  layered = (optimization.layer_decay is not None
+             or optimization.layer_learning_rates is not None)
+  if layered and getattr(inner, "use_ema", False) and getattr(
+      inner, "ema_overwrite_frequency", None):
+    raise ConfigError("per-layer rates (Optimization.layer_decay / layer_learning_rates) "
+                      "cannot follow an optimizer that overwrites its weights with their "
+                      "average (ema_overwrite_frequency); unset ema_overwrite_frequency")
   if optimization.layer_decay is not None:
     return Optimizing(optimizer=opt, schedule=schedule,
                       **layer_decay_rates(model, optimization))

@@ -3,6 +3,7 @@ rate is decay^(num_layers + 1 - layer_id) of the base rate (BEiT's rule; the hea
 with layer ids worked out here from a CIFAR ResNet's layer names, and one step of the
 trainer's own step moves every weight by exactly -lr * scale * gradient."""
 
+import functools
 import re
 
 import numpy as np
@@ -90,6 +91,10 @@ class LayerDecayTest(tf.test.TestCase):
       optimizing(strategy, model, layer_decay=1.5)
     with self.assertRaisesRegex(ConfigError, "both set the layers' rates; keep one"):
       optimizing(strategy, model, layer_learning_rates={"logits": 1.0})
+    overwriting = functools.partial(tf_keras.optimizers.SGD, use_ema=True,
+                                    ema_overwrite_frequency=10)
+    with self.assertRaisesRegex(ConfigError, "unset ema_overwrite_frequency"):
+      optimizing(strategy, model, optimizer=overwriting)
 
 
 if __name__ == "__main__":
