@@ -105,9 +105,10 @@ class InputPipeline:
       clipped at the border, after the other augmentations (DeVries & Taylor 2017,
       Cutout(n_holes=1, length=16)); 0 for none. Even sides only.
     mean, std: per-channel normalisation of [0, 1] pixels; None: the card's. One value
-      each feeds the model one channel, the images' luma (a grey model,
-      `zoo.build.input_channels = 1`; the card's statistics reduced the same way,
-      `zoo.card.grey_statistics`): augmentation runs on RGB, the luma is taken last.
+      each feeds the model one channel, the images' luma: a grey model
+      (`zoo.build.input_channels = 1`) gets the RGB statistics (the card's or these)
+      reduced the same way (`zoo.card.grey_statistics`); augmentation runs on RGB, the
+      luma is taken last.
     shuffle_buffer: examples in the shuffle buffer (capped at the split's size).
     deterministic: fixed element order from parallel maps.
     cache: keep decoded, resized images in memory across epochs: True, False, or
@@ -219,20 +220,21 @@ class InputPipeline:
     and tests at that size; an open one trains at the card's resolution and tests at
     the card's test resolution, scaled with the training one (NFNet-F0: 192 -> 256),
     on the card's crop for that size (whole images when the source is `full_frame`).
-    A model of one input `channels` (grey) takes the card's statistics as one value
-    each. The Gin-built pipeline itself is not changed."""
+    A model of one input `channels` (grey) takes the statistics (the card's, or RGB ones
+    bound) reduced to one value each (`zoo.card.grey_statistics`). The Gin-built
+    pipeline itself is not changed."""
     image_size = self.image_size or model_size or card.train_size
     eval_size = self.eval_image_size or model_size or int(round(
         image_size * card.test_size / card.train_size))
-    mean, std = tuple(card.mean), tuple(card.std)
-    if channels == 1:
-      mean, std = card_lib.grey_statistics(mean, std)
     values = dict(
         image_size=image_size, eval_image_size=eval_size,
         eval_crop_fraction=1.0 if full_frame else card.crop_for(eval_size),
-        eval_resize_method=card.resize_method, mean=mean, std=std,
+        eval_resize_method=card.resize_method, mean=tuple(card.mean), std=tuple(card.std),
         randaugment=tuple(card.randaugment) if card.randaugment else ())
     taken = {f: values[f] for f in self.unresolved()}
+    mean, std = taken.get("mean", self.mean), taken.get("std", self.std)
+    if channels == 1 and len(mean) == 3 and len(std) == 3:  # RGB statistics, the card's
+      taken["mean"], taken["std"] = card_lib.grey_statistics(mean, std)  # or bound
     return self.replace(**taken), taken
 
   def replace(self, **fields):

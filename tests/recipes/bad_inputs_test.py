@@ -154,10 +154,9 @@ CASES = [
      "input_channels=2 must be 3 \\(RGB\\) or 1"),
     ("input_shape_grey", [NFNET_FINETUNE, *bind("zoo.build.input_shape = (None, None, 1)")],
      "input_shape=\\(None, None, 1\\) must be \\(height, width, 3\\).*input_channels = 1"),
-    ("input_channels_against_mean", [NFNET_FINETUNE, *bind(
-        "INPUT_CHANNELS = 1", "InputPipeline.mean = (0.5, 0.5, 0.5)",
-        "InputPipeline.std = (0.5, 0.5, 0.5)")],
-     "the model takes 1-channel images but the pipeline normalises 3"),
+    ("grey_statistics_for_an_rgb_model", [NFNET_FINETUNE, *bind(
+        "InputPipeline.mean = (0.5,)", "InputPipeline.std = (0.5,)")],
+     "the model takes 3-channel images but the pipeline normalises 1"),
     ("ema_momentum_above_one", [NFNET_FINETUNE, *bind("WEIGHT_EMA = True",
                                                       "EMA_MOMENTUM = 1.5")],
      "ema_momentum=1.5"),

@@ -233,6 +233,15 @@ class PipelineTest(tf.test.TestCase):
     self.assertEqual((taken["mean"], taken["std"]), card_lib.grey_statistics(card.mean,
                                                                              card.std))
     got.check()
+    # Bound RGB statistics (a data set's) are reduced alike; one-value ones are kept.
+    bound = pipeline.InputPipeline(image_size=8, mean=(0.3, 0.3, 0.3), std=(0.4, 0.4, 0.4))
+    got, taken = bound.with_card(card, channels=1)
+    self.assertAllClose(got.mean + got.std, (0.3, 0.4))
+    self.assertIn("mean", taken)
+    got, taken = pipeline.InputPipeline(image_size=8, mean=(0.3,), std=(0.4,)).with_card(
+        card, channels=1)
+    self.assertEqual((got.mean, got.std), ((0.3,), (0.4,)))
+    self.assertNotIn("mean", taken)
     with self.assertRaisesRegex(ValueError, "need 3 values each \\(1 each for a grey"):
       pipeline.InputPipeline(image_size=8, mean=(0.1,), std=(0.5, 0.5, 0.5)).with_card(
           card)[0].check()
