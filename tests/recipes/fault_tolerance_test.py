@@ -1,9 +1,9 @@
 """Runs that survive, tried with real processes on the tiny flagship (2 epochs of 8
-steps): SIGTERM mid-epoch (with and without a weight average), kill -9 at four points (mid-epoch, inside a checkpoint
-write, after an epoch's checkpoint, before the report), damaged checkpoints, a
-diverging run, a one-off non-finite step, a finished run started again, and two runs
-on one model_dir. Every interrupted run, rerun with the same command, ends with
-weights identical to an uninterrupted run's.
+steps): SIGTERM mid-epoch (with and without a weight average), kill -9 at four points
+(mid-epoch, inside a checkpoint write, after an epoch's checkpoint, before the report),
+damaged checkpoints, a diverging run, a one-off non-finite step, a finished run started
+again, and two runs on one model_dir. Every interrupted run, rerun with the same
+command, ends with weights identical to an uninterrupted run's.
 """
 
 import json
