@@ -23,6 +23,7 @@ from recipes.data import source as source_lib
 from recipes.errors import ConfigError
 from tricks import layer_lr
 from zoo import finetune
+from zoo import layer_groups
 from zoo import nfnet_checkpoint
 from zoo import pretrained
 from zoo import registry
@@ -106,7 +107,9 @@ def set_up_runtime(runtime):
 def load_data(task, seed):
   """The source, its validation examples (the source's own validation split, or a
   balanced hold-out drawn with `seed` before the long-tail draw), the training draw
-  and its class counts."""
+  and its class counts. A k-shot run (`Task.examples_per_class`) draws both its
+  hold-out and its k examples a class with `Task.examples_per_class_seed`, not
+  `seed`."""
   source = checks.construct("Task.data", task.data)
   pool = np.arange(len(source.train_labels))
   validation = np.zeros([0], np.int64)
@@ -119,11 +122,19 @@ def load_data(task, seed):
                         "validation list")
     validation, split = np.arange(len(given)), "validation"
   elif task.validation_per_class:
+    # A k-shot run's split (hold-out and draw) follows its own seed alone.
+    holdout_seed = (seed if task.examples_per_class is None
+                    else task.examples_per_class_seed)
     pool, validation = source_lib.balanced_holdout(
-        source.train_labels, task.validation_per_class, seed, "Task.validation_per_class")
+        source.train_labels, task.validation_per_class, holdout_seed,
+        "Task.validation_per_class")
   train = pool
   if task.long_tail:
     train = pool[task.long_tail.select(source.train_labels[pool], source.num_classes)]
+  if task.examples_per_class is not None:
+    train = pool[source_lib.per_class_draw(
+        source.train_labels[pool], task.examples_per_class, task.examples_per_class_seed,
+        source.num_classes)]
   counts = np.bincount(source.train_labels[train], minlength=source.num_classes)
   return Data(source=source, train=train, validation=validation, counts=counts,
               validation_split=split)
@@ -160,7 +171,7 @@ def resolve_pipeline(base, overrides, model, card, full_frame=False):
   pipeline = base.replace(**overrides)
   try:
     pipeline, taken = pipeline.with_card(card or pipeline.plain_card(model_size), model_size,
-                                         full_frame)
+                                         full_frame, channels=model.input_shape[-1])
     pipeline.check()
   except ValueError as e:
     raise ConfigError(str(e)) from None
@@ -225,7 +236,18 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
     opt.exclude_from_weight_decay(var_names=list(optimization.weight_decay_exclude))
   if runtime.mixed_precision == "mixed_float16":
     opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
-  getattr(opt, "inner_optimizer", opt).build(model.trainable_variables)
+  inner = getattr(opt, "inner_optimizer", opt)
+  inner.build(model.trainable_variables)
+  layered = (optimization.layer_decay is not None
+             or optimization.layer_learning_rates is not None)
+  if layered and getattr(inner, "use_ema", False) and getattr(
+      inner, "ema_overwrite_frequency", None):
+    raise ConfigError("per-layer rates (Optimization.layer_decay / layer_learning_rates) "
+                      "cannot follow an optimizer that overwrites its weights with their "
+                      "average (ema_overwrite_frequency); unset ema_overwrite_frequency")
+  if optimization.layer_decay is not None:
+    return Optimizing(optimizer=opt, schedule=schedule,
+                      **layer_decay_rates(model, optimization))
   if optimization.layer_learning_rates is None:
     return Optimizing(optimizer=opt, schedule=schedule)
   try:
@@ -237,6 +259,34 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
   note = "layer learning rates: " + ", ".join(
       f"{n} variables x{m:g}" for m, n in sorted(groups.items()))
   return Optimizing(optimizer=opt, schedule=schedule, layer_rates=rates, notes=[note])
+
+
+def layer_decay_rates(model, optimization):
+  """{layer_rates, notes}: BEiT's layer-wise rate decay over the model's stem, blocks
+  and head (zoo/layer_groups.py), as per-variable rates (tricks/layer_lr.py)."""
+  decay = optimization.layer_decay
+  if optimization.layer_learning_rates is not None:
+    raise ConfigError("Optimization.layer_decay and Optimization.layer_learning_rates both "
+                      "set the layers' rates; keep one (LAYER_DECAY or "
+                      "LAYER_LEARNING_RATES)")
+  try:
+    groups = layer_groups.layer_groups(model)
+    names = [[v.name for layer in group for v in layer.trainable_weights]
+             for group in groups]
+    placed = {n for group in names for n in group}
+    outside = [v.name for v in model.trainable_variables if v.name not in placed]
+    if outside:
+      raise ValueError(f"{len(outside)} trainable variables (e.g. {outside[0]!r}) are in "
+                       "no layer group")
+    pairs = layer_lr.layer_decay(names, decay)
+    rates = layer_lr.LayerLearningRates(pairs)
+    rates.build(model.trainable_variables)
+  except ValueError as e:
+    raise ConfigError(f"Optimization.layer_decay={decay!r}: {e}; check LAYER_DECAY") from None
+  depth = len(groups) - 2
+  note = (f"layer decay {decay:g}: stem, {depth} blocks, head; rates "
+          f"x{decay ** (depth + 1):.3g} (stem) ... x{decay:g} (last block), x1 (head)")
+  return dict(layer_rates=rates, notes=[note])
 
 
 def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batch_size,
@@ -292,7 +342,7 @@ def build(model_dir, strategy, task, optimization, runtime):
                                        data.source.full_frame)
     derived.update(taken)
     checks.model_fits(model, data.source.num_classes,
-                      {pipeline.image_size, pipeline.eval_image_size})
+                      {pipeline.image_size, pipeline.eval_image_size}, len(pipeline.mean))
     checks.data_service_answers(pipeline.data_service)
     length = run_length(optimization, runtime, data, pipeline, plan.steps, model)
     optimizing = build_optimizer(optimization, runtime, model, length, plan.learning_rate)

@@ -202,6 +202,12 @@ def runtime(r):
 def task(t, runtime_):
   del runtime_
   whole("Task.validation_per_class", t.validation_per_class, 0)
+  whole("Task.examples_per_class", t.examples_per_class, 1, allow_none=True)
+  whole("Task.examples_per_class_seed", t.examples_per_class_seed, 0)
+  if t.examples_per_class is not None and t.long_tail is not None:
+    raise ConfigError(f"Task.examples_per_class={t.examples_per_class} and Task.long_tail "
+                      "both draw the training set; set Task.long_tail = None for a k-shot "
+                      "draw (or Task.examples_per_class = None)")
   many, few = t.shot_thresholds
   if not few <= many:
     raise ConfigError(f"Task.shot_thresholds={tuple(t.shot_thresholds)} must be "
@@ -259,7 +265,8 @@ def data_service_answers(address, timeout=10.0):
         "here") from None
 
 
-def model_fits(keras_model, num_classes, image_sizes):
+def model_fits(keras_model, num_classes, image_sizes, channels=3):
+  """The model's outputs, input size and input channels fit the data and pipeline."""
   outputs = keras_model.output_shape[-1]
   if outputs != num_classes:
     raise ConfigError(
@@ -271,6 +278,12 @@ def model_fits(keras_model, num_classes, image_sizes):
       raise ConfigError(
           f"the model takes {height}x{width} images but the pipeline feeds {size}x{size}; "
           "make InputPipeline.image_size / eval_image_size match the model's input_shape")
+  takes = keras_model.input_shape[-1]
+  if takes != channels:
+    raise ConfigError(
+        f"the model takes {takes}-channel images but the pipeline normalises {channels} "
+        f"(InputPipeline.mean / std); leave them unset (the card's) or give {takes} "
+        f"value{'s' if takes > 1 else ''} each")
 
 
 def model_dir_writable(model_dir):

@@ -1,9 +1,10 @@
 """A run's configuration in three parts, as Model Garden's ExperimentConfig splits it.
 
-- `Task`: what is learned: data, long-tail profile, input pipeline, model, model
-  transforms, loss, shot thresholds, validation split.
+- `Task`: what is learned: data, long-tail profile or k-shot draw, input pipeline,
+  model, model transforms, loss, shot thresholds, validation split.
 - `Optimization`: how: optimizer, learning-rate schedule, gradient transforms, weight
-  decay, per-layer-group rates, phases, and a rule that derives settings (BiT).
+  decay, per-layer-group rates or layer-wise rate decay, phases, and a rule that
+  derives settings (BiT).
 - `Runtime`: where and how long: seed, epochs or steps, precision, XLA, determinism,
   steps per loop, checkpoint / evaluation cadence, export, device settings.
 
@@ -65,8 +66,16 @@ class Task:
     loss: called as `loss(class_counts=)`; returns per-example losses.
     shot_thresholds: (many_shot_above, few_shot_below) training counts.
     validation_per_class: examples of each class held out of the training pool
-      (before the long-tail draw) for validation; 0 holds none out. The test split
+      (before the long-tail or k-shot draw), drawn by `Runtime.seed` (in a k-shot run
+      by `examples_per_class_seed`), for validation; 0 holds none out. The test split
       is never used to choose anything.
+    examples_per_class: k, for a k-shot training set (BiT's `examples_per_class`): k
+      examples of every class drawn from the training pool (after the validation
+      hold-out) by `examples_per_class_seed`; None trains on the whole pool. A class
+      with fewer than k is an error. It replaces the long-tail draw (`long_tail` None).
+    examples_per_class_seed: the seed of that draw and, in a k-shot run, of the
+      validation hold-out too: the split is apart from `Runtime.seed` (initialisation,
+      augmentation, data order), so examples and initialisation vary independently.
     name: the recipe's name, recorded in metrics.json.
   """
   data: Callable[[], Any] = gin.REQUIRED
@@ -77,6 +86,8 @@ class Task:
   loss: Callable = losses.cross_entropy
   shot_thresholds: Sequence[int] = (100, 20)
   validation_per_class: int = 0
+  examples_per_class: Optional[int] = None
+  examples_per_class_seed: int = 0
   name: Optional[str] = None
 
 
@@ -95,6 +106,10 @@ class Optimization:
       optimizer's decoupled weight_decay nor by `l2`.
     l2: coefficient of an L2 penalty l2 / 2 * sum ||w||^2 (coupled weight decay).
     layer_learning_rates: {name regex: multiplier} (tricks/layer_lr.py), or None.
+    layer_decay: layer-wise learning-rate decay (BEiT's, timm's `--layer-decay`): a
+      number in (0, 1]; a zoo model's stem, blocks and head (zoo/layer_groups.py) get
+      decay^(L + 1 - depth) times the rate, the head the rate itself. None: off. Not
+      with `layer_learning_rates`.
     phases: `Phase`s in order; empty: one phase, every layer, the whole run.
     hyperrule: a rule (`@BitHyperRule()`) whose plan sets the run's steps, rate
       schedule, resolution and MixUp from the training set, before anything is built.
@@ -109,6 +124,7 @@ class Optimization:
   weight_decay_exclude: Sequence[str] = ()
   l2: float = 0.0
   layer_learning_rates: Optional[Mapping[str, float]] = None
+  layer_decay: Optional[float] = None
   phases: Sequence[Phase] = ()
   hyperrule: Optional[Any] = None
   sam: Optional[Any] = None

@@ -15,8 +15,18 @@ so that it averages the scaled weights.
 Usage: `LayerLearningRates({"logits": 1.0, "conv5_": 0.3, ".*": 0.1})`, then
 `build(variables)` once and `apply_gradients(optimizer, grads_and_vars)` in place of
 `optimizer.apply_gradients(grads_and_vars)`.
+
+Layer-wise learning-rate decay (BEiT, Bao et al. 2022, arXiv:2106.08254, sec. 2.6 and
+its optim_factory.py's LayerDecayValueAssigner; timm's `--layer-decay`,
+`param_groups_layer_decay`) is such a grouping: `layer_decay(groups, decay)` gives the
+variables of layer i of [stem (0), blocks 1..L, head (L + 1)] the multiplier
+
+    m_i = decay^(L + 1 - i),
+
+so the head keeps the rate, the last block gets decay times it, the stem decay^(L + 1).
 """
 
+import numbers
 import re
 
 import tensorflow as tf
@@ -97,3 +107,19 @@ class LayerLearningRates:
 
         strategy.extended.update(average, correct, args=(variable, old), group=False)
       strategy.extended.update(variable, update, args=(old,), group=False)
+
+
+def layer_decay(groups, decay):
+  """BEiT's layer-wise rate decay as ordered (regex, multiplier) pairs for
+  `LayerLearningRates`: `groups` lists the variable names of each layer, [stem,
+  block 1, ..., block L, head]; layer i's names get decay^(L + 1 - i), the head 1.
+  An empty group (a frozen layer) is left out; its depth still counts."""
+  if isinstance(decay, bool) or not isinstance(decay, numbers.Real) or not 0 < decay <= 1:
+    raise ValueError(f"layer decay {decay!r} must be a number in (0, 1], e.g. 0.75")
+  groups = [list(g) for g in groups]
+  if len(groups) < 2:
+    raise ValueError(f"layer decay needs at least a stem and a head, got {len(groups)} "
+                     "layer groups")
+  deepest = len(groups) - 1  # the head: L + 1
+  return [("^(?:" + "|".join(re.escape(n) for n in names) + ")$",
+           float(decay) ** (deepest - i)) for i, names in enumerate(groups) if names]

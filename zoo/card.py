@@ -12,6 +12,17 @@ bicubically to S (Brock et al. 2021, arXiv:2102.06171; DeepMind's
 nfnets/dataset.py, `_decode_and_center_crop`): `deepmind_eval_crop(S)`.
 
 The card of the zoo model `name` is `zoo.model_card(name)` (`zoo.registry.card`).
+
+A model with a grey input (`zoo.build(input_channels=1)`) takes each image's luma,
+Y = 0.299 R + 0.587 G + 0.114 B (ITU-R BT.601, as PIL's convert("L"); the weights sum
+to 1, so a grey image stored as RGB gives its grey value back), normalised with the
+card's mean and std reduced the same way (`grey_statistics`). The RGB model on the grey
+image replicated to three channels sees each channel normalised with its own
+statistics, so the two pipelines agree exactly only where the card's three means and
+stds are equal (Inception's 0.5); elsewhere (g - m_c) / s_c - (g - m) / s, over grey
+values g in [0, 1], is at most 0.24 with ImageNet's statistics (0.054 of the pixel
+range) and 13.4 levels of 255 with Keras's caffe means. The model itself is exact: the
+grey model on an input equals the RGB model on that input replicated (zoo/grey.py).
 """
 
 import dataclasses
@@ -21,6 +32,7 @@ import tensorflow as tf
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601: R, G, B weights of grey
 RESIZE_METHODS = ("bilinear", "bicubic")
 _CARD_ATTR = "_zoo_card"
 
@@ -123,12 +135,14 @@ def eval_preprocess_encoded(encoded, size, crop=1.0, mean=IMAGENET_MEAN,
 
 def eval_preprocess(image, size, crop=1.0, mean=IMAGENET_MEAN, std=IMAGENET_STD,
                     method="bilinear"):
-  """One H x W x 3 image (uint8, or float in [0, 255]) to float32 size x size x 3.
+  """One H x W x 3 image (uint8, or float in [0, 255]) to float32 size x size x C.
 
   A centred square of side int(crop * min(H, W)), offsets ((H - side) + 1) // 2 and
   ((W - side) + 1) // 2 as DeepMind's `_decode_and_center_crop` (skipped when crop is
   1), resized to `size` ("bilinear": antialiased; "bicubic": DeepMind's plain
-  bicubic), then (x / 255 - mean) / std. Works on symbolic shapes (tf.data, tf.function).
+  bicubic), its luma taken when `mean` and `std` have one value (C = 1, a grey
+  model's input; else C = 3), then (x / 255 - mean) / std. Works on symbolic shapes
+  (tf.data, tf.function).
   """
   if not 0 < crop <= 1:
     raise ValueError(f"eval_preprocess crop={crop!r}: use a fraction in (0, 1]")
@@ -143,7 +157,22 @@ def eval_preprocess(image, size, crop=1.0, mean=IMAGENET_MEAN, std=IMAGENET_STD,
     image = tf.image.resize(image, [size, size], method=tf.image.ResizeMethod.BICUBIC)
   mean = tf.convert_to_tensor(mean, tf.float32)
   std = tf.convert_to_tensor(std, tf.float32)
-  return (tf.cast(image, tf.float32) / 255.0 - mean) / std
+  image = tf.cast(image, tf.float32)
+  if mean.shape[-1] == 1:
+    image = to_grey(image)
+  return (image / 255.0 - mean) / std
+
+
+def to_grey(image):
+  """The luma (`LUMA`) of float RGB pixels [..., 3] as [..., 1]."""
+  return tf.tensordot(tf.cast(image, tf.float32), tf.constant(LUMA, tf.float32),
+                      axes=[[-1], [0]])[..., None]
+
+
+def grey_statistics(mean, std):
+  """A card's RGB normalisation reduced to one channel: ((LUMA . mean,), (LUMA . std,))."""
+  return ((sum(w * m for w, m in zip(LUMA, mean)),),
+          (sum(w * s for w, s in zip(LUMA, std)),))
 
 
 def card_of(model):

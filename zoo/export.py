@@ -5,8 +5,9 @@ default signature takes a batch of encoded images (JPEG, PNG, GIF, BMP bytes) an
 returns logits, softmax probabilities and the top class. Each image is decoded to
 RGB and preprocessed by `zoo.card.eval_preprocess_encoded` (centred square crop of
 `crop_fraction` of the shorter side, a JPEG decoded only inside it; resize with
-`method`, (x / 255 - mean) / std), the function evaluation of image files runs, so a
-served image scores as it did in evaluation.
+`method`, its luma for a grey model (one-value `mean`, `std`), (x / 255 - mean) /
+std), the function evaluation of image files runs, so a served image scores as it did
+in evaluation.
 """
 
 import tensorflow as tf
@@ -33,9 +34,10 @@ class _Serving(tf.Module):
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
   def serve(self, images):
+    channels = self.mean.shape[-1]  # 1: a grey model's luma
     pixels = tf.map_fn(self.preprocess, images,
                        fn_output_signature=tf.TensorSpec(
-                           [self.image_size, self.image_size, 3], tf.float32))
+                           [self.image_size, self.image_size, channels], tf.float32))
     logits = tf.cast(self.model(pixels, training=False), tf.float32)
     return {"logits": logits, "probabilities": tf.nn.softmax(logits),
             "classes": tf.argmax(logits, axis=-1, output_type=tf.int32)}

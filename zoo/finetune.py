@@ -4,6 +4,10 @@ Every zoo model ends in a Dense layer named "logits" on pooled features; the res
 the backbone.
 - `replace_head(model, num_classes)`: the same backbone layers (weights shared) with a
   fresh "logits" layer for `num_classes`.
+- `zero_head(model)`: the head's kernel and bias set to zeros, as BiT fine-tunes
+  (Kolesnikov et al. 2020; google-research/big_transfer's new head: `zero_head=True`
+  in bit_pytorch, `kernel_initializer="zeros"` in bit_tf2): the logits start at 0 and
+  the first step's gradient reaches the head alone (dL/dfeatures = dL/dlogits W^T = 0).
 - `freeze_backbone(model)`: every layer but the head non-trainable. In TF2 Keras a
   non-trainable BatchNormalization (and the zoo's Extended BN) normalises with its
   moving statistics, so the frozen backbone runs in inference mode while the head
@@ -43,6 +47,17 @@ def replace_head(model, num_classes, head=HEAD):
     raise ValueError(f"model {model.name!r} has no head layer {head!r} to replace") from None
   logits = tf_keras.layers.Dense(num_classes, name=head)(old.input)
   return tf_keras.Model(model.inputs, logits, name=model.name)
+
+
+def zero_head(model, head=HEAD):
+  """Sets the `head` layer's kernel and bias to zeros; returns `model`."""
+  try:
+    layer = model.get_layer(head)
+  except ValueError:
+    raise ValueError(f"model {model.name!r} has no head layer {head!r} to zero") from None
+  for variable in layer.weights:
+    variable.assign(tf.zeros_like(variable))
+  return model
 
 
 def freeze_backbone(model, head=HEAD, frozen=True):
@@ -158,7 +173,7 @@ def init_from_checkpoint(model, path, scope="backbone", head=HEAD):
 
 @gin.configurable(module="zoo")
 def finetune_model(base=gin.REQUIRED, num_classes=gin.REQUIRED, init_checkpoint=None,
-                   init_scope="backbone", freeze=False):
+                   init_scope="backbone", freeze=False, zero_init_head=False):
   """A zoo model for fine-tuning.
 
   Args:
@@ -168,8 +183,19 @@ def finetune_model(base=gin.REQUIRED, num_classes=gin.REQUIRED, init_checkpoint=
     init_checkpoint: a trainer checkpoint (prefix or directory) to start from.
     init_scope: "backbone" (the checkpoint's head is dropped) or "all".
     freeze: train the head only, the backbone frozen in inference mode.
+    zero_init_head: the new head starts at zero (kernel and bias; BiT's), after any
+      pretrained weights; not with init_scope "all", whose head is the checkpoint's.
   """
+  if not isinstance(zero_init_head, bool):
+    raise ValueError(f"finetune_model.zero_init_head={zero_init_head!r} must be True or "
+                     "False; check ZERO_INIT_HEAD")
+  if zero_init_head and init_checkpoint and init_scope == "all":
+    raise ValueError("finetune_model.zero_init_head zeroes the head that init_scope 'all' "
+                     "restores from the checkpoint; use init_scope 'backbone' for a new "
+                     "zero head, or ZERO_INIT_HEAD = False to keep the checkpoint's")
   model = base(num_classes=num_classes)
   if init_checkpoint:
     init_from_checkpoint(model, init_checkpoint, init_scope)
+  if zero_init_head:
+    zero_head(model)
   return freeze_backbone(model) if freeze else model

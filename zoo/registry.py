@@ -22,6 +22,7 @@ import numpy as np
 import tf_keras
 
 from zoo import card as card_lib
+from zoo import grey
 from zoo import nfnet
 from zoo import nfnet_checkpoint
 from zoo import pretrained
@@ -252,14 +253,23 @@ def card(name):
   return _entry(name).card
 
 
+# Builder keywords that fetch weights: the grey twin is built without them and takes
+# the RGB model's weights instead.
+WEIGHT_KEYWORDS = ("weights", "weights_sha256", "cache_dir")
+
+
 @gin.configurable(module="zoo")
-def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, **overrides):
+def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, input_channels=3,
+          **overrides):
   """The zoo model `name` with a `num_classes` head, at `input_shape` (H, W, 3).
 
   `input_shape` defaults to the card's training resolution; `overrides` go to its
   builder (e.g. `dropout=`, or an NFNet's `stochdepth_rate=`, or `weights=`). The model
   carries the entry's card (`card_of`), or the card its builder attached (a timm
-  checkpoint's).
+  checkpoint's). `input_channels=1` gives the model a grey input: the RGB model (with
+  its weights) is built, then its one-channel twin, whose first convolution sums the RGB
+  kernel over the colour channels (zoo/grey.py), so it equals the RGB model on the grey
+  image replicated to three channels.
   """
   entry = _entry(name)
   if (timm_checkpoint.is_timm_weights(overrides.get("weights"))
@@ -267,6 +277,12 @@ def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, **overrides):
     raise timm_checkpoint.not_for_timm(name)
   if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
     raise ValueError(f"zoo.build num_classes={num_classes!r} must be a whole number >= 1")
+  if input_channels not in (1, 3) or isinstance(input_channels, bool):
+    raise ValueError(f"zoo.build input_channels={input_channels!r} must be 3 (RGB) or 1 "
+                     "(grey: the first convolution summed over the colour channels)")
+  if input_channels == 1 and timm_checkpoint.is_timm_weights(overrides.get("weights")):
+    raise ValueError("zoo.build input_channels=1 does not take a timm checkpoint (its "
+                     "model is built in timm's layout); feed it RGB (input_channels = 3)")
   if input_shape is None:
     input_shape = (entry.card.train_size, entry.card.train_size, 3)
   sizes = list(input_shape)
@@ -274,7 +290,13 @@ def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, **overrides):
       s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1)
       for s in sizes[:2]):
     raise ValueError(f"zoo.build input_shape={tuple(input_shape)!r} must be (height, width, "
-                     "3) with sides >= 1 (or None); check IMAGE_SIZE")
+                     "3) with sides >= 1 (or None); check IMAGE_SIZE (for grey images keep "
+                     "3 and set zoo.build.input_channels = 1)")
   model = entry.builder(num_classes=num_classes, input_shape=tuple(input_shape),
                         **overrides)
-  return attach_card(model, card_of(model) or entry.card)
+  card = card_of(model) or entry.card
+  if input_channels == 1:
+    twin = entry.builder(num_classes=num_classes, input_shape=(*sizes[:2], 1),
+                         **{k: v for k, v in overrides.items() if k not in WEIGHT_KEYWORDS})
+    model = grey.copy_to_grey(model, twin)
+  return attach_card(model, card)

@@ -114,7 +114,11 @@ class InputPipeline:
     cutout: side in pixels of one square hole of zeros at a uniformly drawn centre,
       clipped at the border, after the other augmentations (DeVries & Taylor 2017,
       Cutout(n_holes=1, length=16)); 0 for none. Even sides only.
-    mean, std: per-channel normalisation of [0, 1] pixels; None: the card's.
+    mean, std: per-channel normalisation of [0, 1] pixels; None: the card's. One value
+      each feeds the model one channel, the images' luma: a grey model
+      (`zoo.build.input_channels = 1`) gets the RGB statistics (the card's or these)
+      reduced the same way (`zoo.card.grey_statistics`); augmentation runs on RGB, the
+      luma is taken last.
     shuffle_buffer: examples in the shuffle buffer (capped at the split's size).
     deterministic: fixed element order from parallel maps.
     cache: keep decoded, resized images in memory across epochs: True, False, or
@@ -221,13 +225,15 @@ class InputPipeline:
       self._cached["plain"] = self.with_card(self.plain_card())[0]
     return self._cached["plain"]
 
-  def with_card(self, card, model_size=None, full_frame=False):
+  def with_card(self, card, model_size=None, full_frame=False, channels=3):
     """A copy with the fields left None taken from `card` (a zoo ModelCard), and the
     values taken as {field: value}. A model with a fixed input size `model_size` trains
     and tests at that size; an open one trains at the card's resolution and tests at
     the card's test resolution, scaled with the training one (NFNet-F0: 192 -> 256),
     on the card's crop for that size (whole images when the source is `full_frame`).
-    The Gin-built pipeline itself is not changed."""
+    A model of one input `channels` (grey) takes the statistics (the card's, or RGB ones
+    bound) reduced to one value each (`zoo.card.grey_statistics`). The Gin-built
+    pipeline itself is not changed."""
     image_size = self.image_size or model_size or card.train_size
     eval_size = self.eval_image_size or model_size or int(round(
         image_size * card.test_size / card.train_size))
@@ -237,6 +243,9 @@ class InputPipeline:
         eval_resize_method=card.resize_method, mean=tuple(card.mean), std=tuple(card.std),
         randaugment=tuple(card.randaugment) if card.randaugment else ())
     taken = {f: values[f] for f in self.unresolved()}
+    mean, std = taken.get("mean", self.mean), taken.get("std", self.std)
+    if channels == 1 and len(mean) == 3 and len(std) == 3:  # RGB statistics, the card's
+      taken["mean"], taken["std"] = card_lib.grey_statistics(mean, std)  # or bound
     return self.replace(**taken), taken
 
   def replace(self, **fields):
@@ -279,9 +288,10 @@ class InputPipeline:
     if self.cache not in (True, False, "auto"):
       raise ValueError(f"InputPipeline.cache={self.cache!r}; use True, False or 'auto'")
     check_data_service(self.data_service, self.data_service_mode)
-    if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
-      raise ValueError(f"InputPipeline.mean={self.mean} / std={self.std} need 3 values each, "
-                       "std > 0")
+    if (len(self.mean) not in (1, 3) or len(self.std) != len(self.mean)
+        or min(self.std) <= 0):
+      raise ValueError(f"InputPipeline.mean={self.mean} / std={self.std} need 3 values each "
+                       "(1 each for a grey model), std > 0")
 
   def _options(self):
     options = tf.data.Options()
@@ -291,11 +301,15 @@ class InputPipeline:
 
   def _normalize(self, images):
     """(x / 255 - mean) / std of pixels in [0, 255], as one multiply-add over a whole
-    batch (per image it cost as much as the antialiased resize: docs/input.md)."""
+    batch (per image it cost as much as the antialiased resize: docs/input.md); of
+    their luma for a grey model (one-value mean)."""
     mean = np.asarray(self.mean, np.float64)
     std = np.asarray(self.std, np.float64)
     scale = tf.constant(1.0 / (255.0 * std), tf.float32)
-    return tf.cast(images, tf.float32) * scale + tf.constant(-mean / std, tf.float32)
+    images = tf.cast(images, tf.float32)
+    if len(mean) == 1:
+      images = card_lib.to_grey(images)
+    return images * scale + tf.constant(-mean / std, tf.float32)
 
   def _resize(self, image):
     """The deterministic first step of training preprocessing (cached); the image as it
@@ -458,7 +472,8 @@ class InputPipeline:
     ds = self._base(key, preprocessed, n, size)
     if pad:
       filler = tf.data.Dataset.from_tensors(
-          (tf.zeros([size, size, 3], tf.float32), tf.constant(PAD_LABEL, tf.int32)))
+          (tf.zeros([size, size, len(self.mean)], tf.float32),
+           tf.constant(PAD_LABEL, tf.int32)))
       ds = ds.concatenate(filler.repeat(pad))
     if not share.whole:
       ds = share.keep(ds.enumerate()).map(lambda _, example: example)

@@ -107,3 +107,27 @@ def balanced_holdout(labels, per_class, seed, setting="test_per_class"):
   test = np.sort(np.asarray(test))
   train = np.setdiff1d(np.arange(len(labels)), test)
   return train, test
+
+
+def per_class_draw(labels, per_class, seed, num_classes,
+                   setting="Task.examples_per_class"):
+  """Sorted indices into `labels` of `per_class` examples of every class 0 ..
+  num_classes - 1, drawn without replacement by `seed` (a k-shot training set); a class
+  with fewer than `per_class` examples is one ConfigError naming `setting`. The draw is
+  `LongTail(rho=1, n_max=per_class, seed=seed).select`'s, example for example."""
+  if isinstance(per_class, bool) or not isinstance(per_class, (int, np.integer)) or (
+      per_class < 1):
+    raise ConfigError(f"{setting}={per_class!r} must be a whole number >= 1 or None")
+  labels = np.asarray(labels)
+  counts = np.bincount(labels, minlength=num_classes)
+  short = np.flatnonzero(counts < per_class)
+  if len(short):
+    c = int(short[0])
+    raise ConfigError(
+        f"{setting}={per_class}: class {c} has only {counts[c]} training examples (after "
+        f"any validation hold-out; {len(short)} classes have fewer than {per_class}); lower "
+        f"{setting}")
+  rng = np.random.default_rng(seed)
+  keep = [rng.choice(np.flatnonzero(labels == c), per_class, replace=False)
+          for c in range(num_classes)]
+  return np.sort(np.concatenate(keep))

@@ -20,6 +20,7 @@ from tests.recipes import cli
 TINY = cli.TINY
 FULL = "--gin_file=recipes/nfnet_long_tail_full.gin"
 FINETUNE = "--gin_file=recipes/resnet50_finetune.gin"
+NFNET_FINETUNE = "--gin_file=recipes/nfnet_finetune.gin"  # NFNet-nano, no weights file
 
 
 def bind(*bindings):
@@ -154,6 +155,48 @@ CASES = [
      "timm/model.safetensors is not a safetensors file"),
     ("phase_regex_bad", [TINY, *bind("Optimization.phases = [@Phase()]", "Phase.trainable = '('")],
      "phases\\[0\\].trainable='\\('"),
+    # Fine-tuning controls.
+    ("layer_decay_above_one", [NFNET_FINETUNE, *bind("LAYER_DECAY = 1.5")],
+     "Optimization.layer_decay=1.5: layer decay 1.5 must be a number in \\(0, 1\\].*"
+     "check LAYER_DECAY"),
+    ("layer_decay_zero", [NFNET_FINETUNE, *bind("LAYER_DECAY = 0.0")],
+     "layer_decay=0.0: .*must be a number in \\(0, 1\\]"),
+    ("layer_decay_text", [NFNET_FINETUNE, *bind("LAYER_DECAY = 'steep'")],
+     "Optimization.layer_decay='steep' must be a number or None"),
+    ("layer_decay_and_layer_rates", [NFNET_FINETUNE, *bind(
+        "LAYER_DECAY = 0.7", "LAYER_LEARNING_RATES = {{'logits': 1.0}}")],
+     "layer_decay and Optimization.layer_learning_rates both set the layers' rates"),
+    ("zero_init_head_text", [NFNET_FINETUNE, *bind("ZERO_INIT_HEAD = 'yes'")],
+     "zero_init_head='yes' must be True or False; check ZERO_INIT_HEAD"),
+    ("zero_init_head_of_a_restored_head", [NFNET_FINETUNE, *bind(
+        "ZERO_INIT_HEAD = True", "INIT_CHECKPOINT = '/no/such/checkpoints'",
+        "finetune_model.init_scope = 'all'")],
+     "zero_init_head zeroes the head that init_scope 'all' restores"),
+    ("input_channels_two", [NFNET_FINETUNE, *bind("INPUT_CHANNELS = 2")],
+     "input_channels=2 must be 3 \\(RGB\\) or 1"),
+    ("input_shape_grey", [NFNET_FINETUNE, *bind("zoo.build.input_shape = (None, None, 1)")],
+     "input_shape=\\(None, None, 1\\) must be \\(height, width, 3\\).*input_channels = 1"),
+    ("grey_statistics_for_an_rgb_model", [NFNET_FINETUNE, *bind(
+        "InputPipeline.mean = (0.5,)", "InputPipeline.std = (0.5,)")],
+     "the model takes 3-channel images but the pipeline normalises 1"),
+    ("ema_momentum_above_one", [NFNET_FINETUNE, *bind("WEIGHT_EMA = True",
+                                                      "EMA_MOMENTUM = 1.5")],
+     "ema_momentum=1.5"),
+    ("examples_per_class_zero", [NFNET_FINETUNE, *bind("SHOTS = 0")],
+     "Task.examples_per_class=0 must be a whole number >= 1 or None"),
+    ("examples_per_class_negative", [NFNET_FINETUNE, *bind("SHOTS = -3")],
+     "Task.examples_per_class=-3 must be a whole number >= 1 or None"),
+    ("examples_per_class_fraction", [NFNET_FINETUNE, *bind("Task.examples_per_class = 2.5")],
+     "Task.examples_per_class=2.5 must be a whole number or None"),
+    ("examples_per_class_text", [NFNET_FINETUNE, *bind("Task.examples_per_class = 'five'")],
+     "Task.examples_per_class='five' must be a whole number or None"),
+    ("examples_per_class_too_many", [NFNET_FINETUNE, *bind("SHOTS = 500")],
+     "Task.examples_per_class=500: class \\d has only \\d+ training examples.*lower "
+     "Task.examples_per_class"),
+    ("examples_per_class_seed_negative", [NFNET_FINETUNE, *bind("SPLIT_SEED = -1")],
+     "Task.examples_per_class_seed=-1 must be a whole number >= 0"),
+    ("examples_per_class_with_long_tail", [TINY, *bind("Task.examples_per_class = 3")],
+     "both draw the training set; set Task.long_tail = None"),
     # Data.
     ("image_folder_missing", [TINY, *bind("Task.data = @image_folder",
                                           "image_folder.root = '/no/such/images'",

@@ -1,9 +1,9 @@
 """Runs that survive, tried with real processes on the tiny flagship (2 epochs of 8
-steps): SIGTERM mid-epoch, kill -9 at four points (mid-epoch, inside a checkpoint
-write, after an epoch's checkpoint, before the report), damaged checkpoints, a
-diverging run, a one-off non-finite step, a finished run started again, and two runs
-on one model_dir. Every interrupted run, rerun with the same command, ends with
-weights identical to an uninterrupted run's.
+steps): SIGTERM mid-epoch (with and without a weight average), kill -9 at four points
+(mid-epoch, inside a checkpoint write, after an epoch's checkpoint, before the report),
+damaged checkpoints, a diverging run, a one-off non-finite step, a finished run started
+again, and two runs on one model_dir. Every interrupted run, rerun with the same
+command, ends with weights identical to an uninterrupted run's.
 """
 
 import json
@@ -100,6 +100,40 @@ class FaultToleranceTest(parameterized.TestCase, tf.test.TestCase):
     best = [r["best_on_validation"] for r in reports]
     self.assertEqual(best[1]["epoch"], best[0]["epoch"])
     self.assertEqual(best[1]["test"]["top1"], best[0]["test"]["top1"])
+
+  def test_sigterm_mid_epoch_with_a_weight_average_resumes_exactly(self):
+    # tf_keras's use_ema: the averages are optimizer variables in the checkpoint; the
+    # resumed run ends with the uninterrupted run's averages (and evaluates with them).
+    extra = ("--gin_bindings=tf_keras.optimizers.SGD.use_ema = True",
+             "--gin_bindings=tf_keras.optimizers.SGD.ema_momentum = 0.9")
+    straight = self.model_dir()
+    result = cli.finish(cli.spawn(*ARGS, *extra, f"--model_dir={straight}"))
+    self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
+    model_dir = self.model_dir()
+    result = self.interrupted("term", 11, model_dir, *extra)  # epoch 2, after step 3
+    self.assertEqual(result.returncode, 143, msg=result.stderr[-3000:])
+    result = cli.finish(cli.spawn(*ARGS, *extra, f"--model_dir={model_dir}"))
+    self.assertEqual(result.returncode, 0, msg=result.stderr[-3000:])
+    self.assertIn("epoch 1 of 2, step 3 of 8", result.stdout)
+    saved = []
+    for directory in (straight, model_dir):
+      path = tf.train.latest_checkpoint(os.path.join(directory, "checkpoints"))
+      self.assertEqual(os.path.basename(path), f"ckpt-{STEPS}")
+      reader = tf.train.load_checkpoint(path)
+      saved.append({n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
+                    if n.startswith(("model/", "optimizer/"))})
+    self.assertEqual(sorted(saved[1]), sorted(saved[0]))
+    for name, value in saved[0].items():
+      self.assertAllEqual(saved[1][name], value, msg=name)
+    # Averages were kept: the optimizer holds a copy of every trainable weight more.
+    plain = tf.train.load_checkpoint(self.path).get_variable_to_shape_map()
+    optimizer = lambda names: [n for n in names if n.startswith("optimizer/_variables/")]
+    model_vars = [n for n in saved[0] if n.startswith("model/")
+                  and "OPTIMIZER_SLOT" not in n]
+    self.assertGreater(len(optimizer(saved[0])), len(optimizer(plain)) + 50)
+    self.assertLess(len(model_vars), len(optimizer(saved[0])))
+    for key in ("balanced_accuracy", "top1", "final_train_loss"):
+      self.assertEqual(cli.metrics(model_dir)[key], cli.metrics(straight)[key], msg=key)
 
   @parameterized.named_parameters(
       ("mid_epoch", "loop", 5),  # epoch 1, after step 5: nothing of it saved

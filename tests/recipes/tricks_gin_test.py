@@ -68,6 +68,10 @@ TRICKS = {
     # Per-layer-group rates, under float16 loss scaling (the LossScaleOptimizer path).
     "layer_lr": ["Optimization.layer_learning_rates = {'logits': 1.0, '.*': 0.3}",
                  "Runtime.mixed_precision = 'mixed_float16'"],
+    # Layer-wise rate decay over NFNet-nano's stem, 4 blocks and head.
+    "layer_decay": ["Optimization.layer_decay = 0.7"],
+    # A grey input: the stem summed over colour, the pipeline feeding the luma.
+    "grey_input": ["zoo.build.input_channels = 1"],
 }
 
 BASE = ["EPOCHS = 3", "warmup_cosine.warmup_epochs = 0", "LEARNING_RATE = 0.05",

@@ -144,5 +144,31 @@ class LayerLearningRatesTest(tf.test.TestCase, parameterized.TestCase):
       layer_lr.LayerLearningRates({"conv9": 0.1}).build(make_variables())
 
 
+  def test_layer_decay_is_beits_rule(self):
+    """BEiT's LayerDecayValueAssigner: values[i] = decay^(num_layers + 1 - i) for the
+    num_layers + 2 ids (0 the embedding / stem, num_layers + 1 the head)."""
+    names = [["stem/kernel:0", "stem/bias:0"], ["b1/kernel:0"], [], ["b3/kernel:0"],
+             ["head/kernel:0", "head/bias:0"]]  # block 2 frozen: no trainable variables
+    rates = layer_lr.LayerLearningRates(layer_lr.layer_decay(names, 0.65))
+    num_layers = 3
+    for layer_id, group in enumerate(names):
+      for name in group:
+        self.assertAllClose(rates.multiplier(name), 0.65 ** (num_layers + 1 - layer_id),
+                            rtol=1e-12, msg=name)
+    self.assertEqual(rates.multiplier("head/bias:0"), 1.0)
+    self.assertAllClose(rates.multiplier("stem/kernel:0"), 0.65 ** 4)
+    self.assertAllClose(rates.multiplier("b3/kernel:0"), 0.65)
+    # Whole names only: no prefix or suffix of a name matches.
+    self.assertEqual(rates.multiplier("b1/kernel:0_extra"), 1.0)
+    self.assertEqual(rates.multiplier("x/b1/kernel:0"), 1.0)
+    self.assertLen(layer_lr.layer_decay(names, 0.65), 4)  # the empty group left out
+    self.assertEqual([m for _, m in layer_lr.layer_decay(names, 1.0)], [1.0] * 4)
+    for bad in (0.0, -0.5, 1.5, "0.7", True):
+      with self.assertRaisesRegex(ValueError, "must be a number in \\(0, 1\\]"):
+        layer_lr.layer_decay(names, bad)
+    with self.assertRaisesRegex(ValueError, "at least a stem and a head"):
+      layer_lr.layer_decay([["head/kernel:0"]], 0.5)
+
+
 if __name__ == "__main__":
   tf.test.main()

@@ -115,6 +115,26 @@ class EvalPreprocessTest(tf.test.TestCase, parameterized.TestCase):
                      input_signature=[tf.TensorSpec([None, None, 3], tf.uint8)])
     self.assertAllClose(fn(images[0]), card.eval_preprocess(images[0], 16, crop, MEAN, STD))
 
+  def test_grey_is_bt601_luma_normalised_with_reduced_statistics(self):
+    image = pixels(9, 9)
+    luma = image.astype(np.float64) @ [0.299, 0.587, 0.114]  # ITU-R BT.601
+    self.assertAllClose(card.to_grey(image)[..., 0], luma, rtol=1e-6)
+    grey_as_rgb = np.repeat(image[..., :1], 3, axis=-1)  # a grey image stored as RGB
+    self.assertAllClose(card.to_grey(grey_as_rgb)[..., 0], image[..., 0], rtol=1e-6)
+    (mean,), (std,) = card.grey_statistics(MEAN, STD)
+    self.assertAllClose([mean, std], [0.299 * 0.5 + 0.587 * 0.4 + 0.114 * 0.3,
+                                      0.299 * 0.25 + 0.587 * 0.2 + 0.114 * 0.3])
+    got = card.eval_preprocess(grey_as_rgb, 9, 1.0, (mean,), (std,))
+    self.assertEqual(got.shape, (9, 9, 1))
+    self.assertAllClose(got[..., 0], (image[..., 0] / 255 - mean) / std, atol=1e-5)
+    # Equal statistics in every channel (Inception's 0.5): the grey pipeline gives each
+    # channel of the RGB pipeline on the replicated image.
+    rgb = card.eval_preprocess(grey_as_rgb, 9, 1.0, (0.5,) * 3, (0.5,) * 3)
+    grey = card.eval_preprocess(grey_as_rgb, 9, 1.0, *card.grey_statistics((0.5,) * 3,
+                                                                           (0.5,) * 3))
+    for c in range(3):
+      self.assertAllClose(grey[..., 0], rgb[..., c], atol=1e-5)
+
   @parameterized.parameters(dict(crop=0.0), dict(crop=1.5), dict(method="nearest"))
   def test_bad_arguments(self, crop=1.0, method="bilinear"):
     with self.assertRaisesRegex(ValueError, "eval_preprocess"):

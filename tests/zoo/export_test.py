@@ -60,6 +60,20 @@ class ExportTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "method='area'"):
       export.export_saved_model(model, path, 16, MEAN, STD, method="area")
 
+  def test_grey_model_serves_the_luma(self):
+    """A grey model (one-channel input, one-value mean and std) is served each image's
+    luma, normalised, as evaluation feeds it."""
+    model = resnet_cifar.resnet_cifar(8, num_classes=4, input_shape=(16, 16, 1))
+    path = export.export_saved_model(model, os.path.join(self.get_temp_dir(), "sm"),
+                                     image_size=16, mean=(0.45,), std=(0.22,))
+    pixels, encoded = encoded_images()
+    images = tf.image.resize(tf.cast(pixels, tf.float32), [16, 16], antialias=True)
+    luma = tf.reduce_sum(images * [0.299, 0.587, 0.114], axis=-1, keepdims=True)
+    want = model((luma / 255.0 - 0.45) / 0.22, training=False).numpy()
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        images=tf.constant(encoded))
+    self.assertAllClose(served["logits"], want, rtol=1e-4, atol=1e-5)
+
   def test_refuses_what_is_not_a_keras_model(self):
     with self.assertRaisesRegex(ValueError, "tf_keras model"):
       export.export_saved_model(object(), self.get_temp_dir(), 16, MEAN, STD)

@@ -1,4 +1,5 @@
-"""Fine-tuning: new heads, a frozen backbone in inference mode, init from checkpoints."""
+"""Fine-tuning: new heads (zero-initialised as BiT's), a frozen backbone in inference
+mode, init from checkpoints."""
 
 import functools
 import os
@@ -64,6 +65,47 @@ class FinetuneTest(tf.test.TestCase):
     prefix = tf.train.Checkpoint(model=source).write(
         os.path.join(self.get_temp_dir(), "checkpoints", "ckpt-1"))
     return source, prefix
+
+  def test_zero_head_starts_at_zero_logits_and_only_the_head_learns(self):
+    """BiT's zero head: logits exactly 0 at step 0; the first step's gradient is 0 for
+    every backbone variable (dL/dfeatures = dL/dlogits W^T with W = 0), not for the head
+    (dL/db = softmax(0) - y = 1/C - y)."""
+    labels = [0, 1, 2, 0]
+    nfnet = functools.partial(registry.build, "nfnet_nano", input_shape=(16, 16, 3))
+    for base, x in ((build, images()), (nfnet, tf.image.resize(images(), [16, 16]))):
+      tf_keras.utils.set_random_seed(0)
+      model = finetune.finetune_model(base=base, num_classes=3, zero_init_head=True)
+      self.assertAllEqual(model(x, training=False), np.zeros([4, 3]), msg=model.name)
+      with tf.GradientTape() as tape:
+        logits = model(x, training=True)
+        loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+            labels, logits, from_logits=True))
+      self.assertAllEqual(logits, np.zeros([4, 3]), msg=model.name)
+      grads = dict(zip((v.name for v in model.trainable_variables),
+                       tape.gradient(loss, model.trainable_variables)))
+      backbone = [n for n in grads if not n.startswith("logits/")]
+      self.assertGreater(len(backbone), 10)
+      for name in backbone:
+        self.assertAllEqual(grads[name], np.zeros(grads[name].shape), msg=name)
+      self.assertAllClose(grads["logits/bias:0"],
+                          np.mean(1 / 3 - np.eye(3)[labels], axis=0), atol=1e-6)
+      self.assertGreater(float(tf.reduce_max(tf.abs(grads["logits/kernel:0"]))), 0.0)
+    # Without the switch the head is the builder's (random: non-zero logits).
+    plain = finetune.finetune_model(base=build, num_classes=3)
+    self.assertGreater(float(tf.reduce_max(tf.abs(plain(images())))), 0.0)
+
+  def test_zero_head_refuses_to_zero_a_restored_head(self):
+    _, prefix = self.pretrained_checkpoint(classes=3)
+    with self.assertRaisesRegex(ValueError, "zero_init_head zeroes the head that init_scope "
+                                "'all' restores"):
+      finetune.finetune_model(base=build, num_classes=3, init_checkpoint=prefix,
+                              init_scope="all", zero_init_head=True)
+    with self.assertRaisesRegex(ValueError, "zero_init_head='yes' must be True or False"):
+      finetune.finetune_model(base=build, num_classes=3, zero_init_head="yes")
+    # The backbone from the checkpoint, a new zero head.
+    model = finetune.finetune_model(base=build, num_classes=3, init_checkpoint=prefix,
+                                    zero_init_head=True)
+    self.assertAllEqual(model.get_layer("logits").kernel, np.zeros([64, 3]))
 
   def test_backbone_scope_takes_all_but_the_head(self):
     source, prefix = self.pretrained_checkpoint(classes=5)

@@ -223,6 +223,43 @@ class PipelineTest(tf.test.TestCase):
     unresolved = pipeline.InputPipeline(image_size=16)
     self.assertIsNone(unresolved.eval_image_size)  # the Gin-built one is left as built
 
+  def test_grey_pipeline_feeds_the_luma_of_the_augmented_images(self):
+    source, images = toy_source()
+    augment = dict(batch_size=4, image_size=8, random_crop_padding=2, random_flip=True)
+    rgb = pipeline.InputPipeline(**augment, mean=(0.0,) * 3, std=(1.0,) * 3)
+    grey = pipeline.InputPipeline(**augment, mean=(0.0,), std=(1.0,))
+    luma = np.asarray([0.299, 0.587, 0.114])
+    for (a, y), (b, z) in zip(rgb.train_dataset(source, np.arange(20), 1, 5),
+                              grey.train_dataset(source, np.arange(20), 1, 5)):
+      self.assertEqual(b.shape, (4, 8, 8, 1))
+      self.assertAllEqual(y, z)  # the same examples, augmented alike
+      self.assertAllClose(b[..., 0], np.asarray(a) @ luma, atol=1e-5)
+    got, labels = next(iter(grey.eval_dataset(source)))  # 7 test images: one padded
+    self.assertEqual(got.shape, (4, 8, 8, 1))
+    self.assertAllClose(got[0, ..., 0], card_lib.eval_preprocess(
+        images["test"][0], 8, 1.0, (0.0,), (1.0,))[..., 0], atol=1e-5)
+    padded = list(grey.eval_dataset(source))[-1]
+    self.assertEqual(padded[0].shape, (4, 8, 8, 1))
+    self.assertEqual(padded[1].numpy().tolist()[-1], pipeline.PAD_LABEL)
+    # From a card: its statistics reduced to one value each for a one-channel model.
+    card = card_lib.ModelCard(8, 8, 1.0, "bilinear", (0.1, 0.2, 0.3), (0.5, 0.6, 0.7))
+    got, taken = pipeline.InputPipeline(image_size=8).with_card(card, channels=1)
+    self.assertEqual((taken["mean"], taken["std"]), card_lib.grey_statistics(card.mean,
+                                                                             card.std))
+    got.check()
+    # Bound RGB statistics (a data set's) are reduced alike; one-value ones are kept.
+    bound = pipeline.InputPipeline(image_size=8, mean=(0.3, 0.3, 0.3), std=(0.4, 0.4, 0.4))
+    got, taken = bound.with_card(card, channels=1)
+    self.assertAllClose(got.mean + got.std, (0.3, 0.4))
+    self.assertIn("mean", taken)
+    got, taken = pipeline.InputPipeline(image_size=8, mean=(0.3,), std=(0.4,)).with_card(
+        card, channels=1)
+    self.assertEqual((got.mean, got.std), ((0.3,), (0.4,)))
+    self.assertNotIn("mean", taken)
+    with self.assertRaisesRegex(ValueError, "need 3 values each \\(1 each for a grey"):
+      pipeline.InputPipeline(image_size=8, mean=(0.1,), std=(0.5, 0.5, 0.5)).with_card(
+          card)[0].check()
+
   def test_cached_epochs_equal_uncached_ones(self):
     source, _ = toy_source()
     indices = np.arange(0, 20, 2)
