@@ -144,10 +144,21 @@ def _read_pid(pid_file):
     return None
 
 
-def _stop(pid_file, timeout=30):
-  """SIGTERM the process in pid_file, SIGKILL after `timeout` s."""
+def _command(pid):
+  try:
+    with open(f"/proc/{pid}/comm") as f:
+      return f.read().strip()
+  except OSError:
+    return ""
+
+
+def _stop(pid_file, timeout=30, slurm_only=False):
+  """SIGTERM the process in pid_file, SIGKILL after `timeout` s (with slurm_only, only
+  a Slurm daemon: a stale pid file's number may be another process's now)."""
   pid = _read_pid(pid_file)
   if pid is None or not _alive(pid):
+    return
+  if slurm_only and not _command(pid).startswith("slurm"):
     return
   os.kill(pid, signal.SIGTERM)
   deadline = time.monotonic() + timeout
@@ -207,7 +218,7 @@ def remove_stale():
       continue
     directory = os.path.dirname(owner_file)
     for pid_file in glob.glob(os.path.join(directory, "*.pid")):
-      _stop(pid_file, timeout=5)
+      _stop(pid_file, timeout=5, slurm_only=True)
     shutil.rmtree(directory, ignore_errors=True)
   owners = set()
   for namespace in _ip("netns", "list", check=False).stdout.split("\n"):
