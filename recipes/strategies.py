@@ -1,6 +1,7 @@
 """`--strategy` names to tf.distribute strategies."""
 
 import os
+import socket
 
 import tensorflow as tf
 # TensorFlow's Slurm host-list and tasks-a-node expansions (not in its public API).
@@ -184,10 +185,28 @@ def slurm_cluster(environ):
   return addresses, rank
 
 
+def check_node_names(addresses, nodelist):
+  """ConfigError unless every host of `addresses` resolves here. The workers reach each
+  other by Slurm's node names; a name without an address failed only at the first
+  collective, as an UnavailableError that the trainer reports as a lost peer (exit 200,
+  which engines retry), not as the cluster's configuration it is."""
+  for host in dict.fromkeys(a.rsplit(":", 1)[0] for a in addresses):
+    try:
+      socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError) as e:
+      reason = getattr(e, "strerror", None) or str(e)
+      raise ConfigError(f"Slurm node {host!r} (SLURM_STEP_NODELIST={nodelist}) has no "
+                        f"address on this node ({reason}); the workers reach each other "
+                        "by node name: make every node's name resolve on every node "
+                        "(DNS or /etc/hosts)") from None
+
+
 def slurm_resolver():
   """The Slurm job step's tasks as a cluster (one worker a task, task 0 the chief).
-  Slurm binds each task's GPUs itself (--gpus-per-task): the worker uses those it sees."""
+  Slurm binds each task's GPUs itself (--gpus-per-task): the worker uses those it sees.
+  Every node's name must resolve (check_node_names)."""
   addresses, rank = slurm_cluster(os.environ)
+  check_node_names(addresses, os.environ["SLURM_STEP_NODELIST"])
   return tf.distribute.cluster_resolver.SimpleClusterResolver(
       tf.train.ClusterSpec({"worker": addresses}), task_type="worker", task_id=rank,
       num_accelerators={"GPU": len(tf.config.list_physical_devices("GPU"))},

@@ -217,7 +217,11 @@ def main(argv):
     print(flush=True)
     print(f"stopped: {str(e).splitlines()[0]}", file=sys.stderr)
     sys.exit(EXIT_INTERRUPTED if e.by_hand else EXIT_PREEMPTED)
-  except tf.errors.UnavailableError as e:  # a peer worker is gone: retryable, not a crash
+  # A peer worker is gone: retryable, not a crash. Unavailable: its connections refused,
+  # or its heartbeats stopped (seen by the coordination service's leader, the chief);
+  # DeadlineExceeded: this worker's heartbeats to a leader that went silent timed out
+  # (the chief's machine died: tests/launch/peer_exit_test.py, slurm_multinode_real_test).
+  except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as e:
     print(flush=True)
     print(f"stopped: a peer worker stopped ({str(e).splitlines()[0][:200]}); rerun to "
           "resume from the last checkpoint", file=sys.stderr)

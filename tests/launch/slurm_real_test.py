@@ -4,123 +4,29 @@ slurmd on localhost) runs the launcher's own sbatch script, submitted by the lau
 flagship through --cluster=slurm to the weights of the local two-worker run; only the
 chief writes; `scancel --signal=TERM` and the time limit make both tasks save at one
 step, the job requeues itself and resumes to the uninterrupted run's weights; the
-launcher's --status and --cancel see and end a job. Skipped, with one line saying
-why, where Slurm is absent and cannot be installed (not root, not Debian)."""
+launcher's --status and --cancel see and end a job. Where Slurm is absent and cannot
+be installed (not root, not Debian): skipped with one line saying why, failed under
+CI=true (tests/real_parts.py)."""
 
-import glob
-import io
-import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from unittest import mock
 
 import tensorflow as tf
 
-from launch import job as job_lib
-from launch import local
-from tests.launch import slurm_cluster
+from tests.launch import slurm_jobs
 from tests.recipes import cli
-from tests import real_parts
 
-# Three epochs: a stop after the first epoch's checkpoint lands well before the end.
-RECIPE_ARGS = (cli.TINY, *cli.DETERMINISTIC_MODEL, "--gin_bindings=EPOCHS = 3")
+RECIPE_ARGS = slurm_jobs.RECIPE_ARGS
+ENDED = slurm_jobs.ENDED
 # A run that outlasts a three-minute time limit's signal (60-120 s in).
 LONG = 60  # about 2 s an epoch on an idle 2-core machine: 135 s
-STEPS_PER_EPOCH = 8  # the tiny flagship's
-ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-         "BOOT_FAIL", "DEADLINE", "PREEMPTED")
+STEPS_PER_EPOCH = slurm_jobs.STEPS_PER_EPOCH
 STOPPED = re.compile(r"preempted \(SIGTERM\) at epoch (\d+), step (\d+) of \d+: saved")
 
 
-class SlurmRealTest(tf.test.TestCase):
+class SlurmRealTest(slurm_jobs.SlurmJobsTest):
 
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    reason = slurm_cluster.install()
-    if reason:
-      real_parts.missing("a real Slurm", reason)
-    cls.root = os.path.join(os.environ.get("TEST_TMPDIR") or "/tmp",
-                            f"slurm-real-{os.getpid()}")
-    os.makedirs(cls.root)
-    # slurmd's sockets live in its spool directory, whose path must be short (a Unix
-    # socket's path has at most 108 bytes; Bazel's TEST_TMPDIR is longer).
-    cluster_dir = tempfile.mkdtemp(prefix="zoo-slurm-", dir="/tmp")
-    cls.addClassCleanup(shutil.rmtree, cluster_dir, ignore_errors=True)
-    cls.cluster = slurm_cluster.Cluster(cluster_dir)
-    cls.cluster.__enter__()
-    cls.addClassCleanup(cls.cluster.__exit__, None, None, None)
-    # `python3` on the job's PATH: this interpreter (the workers' environment).
-    cls.bin = os.path.join(cls.root, "bin")
-    os.makedirs(cls.bin)
-    with open(os.path.join(cls.bin, "python3"), "w") as f:
-      f.write(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
-    os.chmod(os.path.join(cls.bin, "python3"), 0o755)
-    cls.local_run = os.path.join(cls.root, "local")
-    out = io.StringIO()
-    with mock.patch.dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"):
-      status = local.launch(job_lib.Job("tiny", "nfnet_long_tail_digits", workers=2,
-                                        model_dir=cls.local_run,
-                                        recipe_args=RECIPE_ARGS), out=out)
-    assert status == 0, out.getvalue()[-3000:]
-
-  def launcher(self, *flags, cwd=None):
-    """`python -m launch.launch --backend=slurm FLAGS` against the test cluster."""
-    env = cli.environment(dict(self.cluster.env, PYTHONPATH=local.ROOT,
-                               TMPDIR=self.scratch))
-    return subprocess.run([sys.executable, "-m", "launch.launch", "--backend=slurm",
-                           *flags], cwd=cwd or self.dir, env=env, capture_output=True,
-                          text=True, check=False, timeout=60)
-
-  def submit(self, *flags, recipe_args=RECIPE_ARGS):
-    """Submits the tiny two-worker job with the launcher; its job id."""
-    self.dir = self.create_tempdir().full_path
-    self.scratch = os.path.join(self.dir, "tmp")
-    os.makedirs(self.scratch)
-    self.model_dir = os.path.join(self.dir, "run")
-    result = self.launcher(
-        "--recipe=nfnet_long_tail_digits", "--name=tiny", "--workers=2",
-        f"--model_dir={self.model_dir}", f"--slurm_workdir={local.ROOT}",
-        "--slurm_tasks_per_node=2", "--slurm_cpus_per_task=1",
-        f"--slurm_setup=export PATH={self.bin}:$PATH", *flags, "--", *recipe_args)
-    self.assertEqual(result.returncode, 0, result.stderr)
-    return re.search(r"Submitted batch job (\d+)", result.stdout).group(1)
-
-  def output(self, job_id):
-    path = os.path.join(self.dir, f"tiny-{job_id}.out")
-    if not os.path.exists(path):
-      return ""
-    with open(path) as f:
-      return f.read()
-
-  def wait(self, job_id, until, timeout=400):
-    """Waits until until(state) (squeue's state of the job); the state."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-      state = self.cluster.jobs().get(job_id)
-      if until(state):
-        return state
-      time.sleep(1)
-    shown = self.cluster.run("scontrol", "show", "job", job_id, check=False).stdout
-    self.fail(f"job {job_id} still {state} after {timeout} s:\n{shown}\n"
-              f"{self.output(job_id)[-3000:]}")
-
-  def checkpoint_after_epoch_one(self):
-    found = glob.glob(os.path.join(self.model_dir, "checkpoints", "ckpt-*.index"))
-    return any(int(re.search(r"ckpt-(\d+)", p).group(1)) > 0 for p in found)
-
-  def assert_weights_of_the_local_run(self, job_id):
-    self.assertEqual(self.cluster.jobs().get(job_id), "COMPLETED",
-                     self.output(job_id)[-3000:])
-    (want, _), (got, _) = cli.final_weights(self.local_run), cli.final_weights(
-        self.model_dir)
-    self.assertEqual(sorted(got), sorted(want))
-    for name, value in want.items():
-      self.assertAllClose(got[name], value, rtol=1e-6, atol=1e-7, msg=name)
+  NODES = 1
 
   def assert_both_saved_at_one_step_and_resumed(self, job_id):
     said = self.output(job_id)
@@ -142,11 +48,7 @@ class SlurmRealTest(tf.test.TestCase):
     said = self.output(job_id)
     self.assertIn("on 2 replica(s)", said)
     self.assertEqual(said.count("This worker is done; the chief writes the report in"), 1)
-    # Only the chief wrote model_dir; the other task's scratch directory is gone.
-    self.assertEqual([n for n in os.listdir(self.scratch) if n.startswith("model_zoo-")],
-                     [])
-    self.assertContainsSubset(["checkpoints", "config.gin", "metrics.json", "train",
-                               "eval"], os.listdir(self.model_dir))
+    self.assert_only_the_chief_wrote(job_id)
     self.assert_weights_of_the_local_run(job_id)
 
   def test_scancel_term_saves_and_the_requeued_job_resumes(self):

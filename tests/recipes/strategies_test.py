@@ -94,7 +94,9 @@ class SlurmResolverTest(tf.test.TestCase):
   (the real scheduler runs it in tests/launch/slurm_real_test.py)."""
 
   def resolve(self, **values):
-    with slurm_step(**values):
+    """The resolver's (cluster, task type, task id); every node name resolves (no DNS
+    is asked: these names are made up)."""
+    with slurm_step(**values), mock.patch.object(socket, "getaddrinfo", autospec=True):
       resolver = strategies.slurm_resolver()
       return resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id
 
@@ -138,6 +140,26 @@ class SlurmResolverTest(tf.test.TestCase):
     for address in ports:
       self.assertBetween(int(address.split(":")[1]), strategies.PORT_LOW,
                          strategies.PORT_LOW + strategies.PORT_SPAN - 1)
+
+  def test_a_node_name_without_an_address_is_refused_in_one_line(self):
+    """Found on two real nodes (network namespaces) before each had the other's name:
+    the worker failed at its first collective with UnavailableError, which the trainer
+    reported as a lost peer (exit 200, retried), not as a configuration to fix."""
+    def getaddrinfo(host, port, *args, **kwargs):
+      del port, args, kwargs
+      if host == "n10":
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+      return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.233.1.10", 0))]
+
+    with slurm_step(PROCID=0, NODEID=0, LOCALID=0, STEP_NUM_TASKS=2,
+                    STEP_NODELIST="n[9-10]", STEP_TASKS_PER_NODE="1(x2)", JOB_ID=3), \
+        mock.patch.object(socket, "getaddrinfo", side_effect=getaddrinfo):
+      with self.assertRaisesRegex(
+          ConfigError, r"^Slurm node 'n10' \(SLURM_STEP_NODELIST=n\[9-10\]\) has no "
+          r"address on this node \(Name or service not known\); the workers reach each "
+          r"other by node name: make every node's name resolve on every node \(DNS or "
+          r"/etc/hosts\)$"):
+        strategies.slurm_resolver()
 
   def test_tasks_out_of_block_order_are_refused(self):
     with self.assertRaisesRegex(ConfigError, r"Slurm task 1 runs as task 0 of node 1, not "
