@@ -95,7 +95,7 @@ class LocalTest(tf.test.TestCase):
         time.sleep(0.2)
       said = manage(f"--status={job_id}")
       self.assertEqual(said.returncode, 0, said.stderr)
-      self.assertIn(f"job {job_id} (nfnet-long-tail): running, 2 of 2 workers alive",
+      self.assertIn(f"job {job_id} (nfnet-long-tail-digits): running, 2 of 2 workers alive",
                     said.stdout)
       said = manage(f"--cancel={job_id}")
       self.assertEqual(said.returncode, 0, said.stderr)

@@ -22,7 +22,7 @@ class TrainTest(tf.test.TestCase):
     self.assertIn("balanced_accuracy", result.stdout)
     with open(os.path.join(model_dir, "metrics.json")) as f:
       metrics = json.load(f)
-    self.assertEqual(metrics["recipe"], "nfnet_long_tail")
+    self.assertEqual(metrics["recipe"], "nfnet_long_tail_digits")
     self.assertEqual(metrics["epochs"], 2)
     with open(os.path.join(model_dir, "operative_config.gin")) as f:
       operative = f.read()

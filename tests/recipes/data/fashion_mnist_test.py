@@ -90,7 +90,9 @@ class FashionMnistTest(tf.test.TestCase):
       first = str(caught.exception).splitlines()[0]  # Gin appends its call's line
       self.assertIn("dataset-fashion-mnist", first, msg=case)
       self.assertIn("train-labels-idx1-ubyte.gz", first, msg=case)
-    with self.assertRaisesRegex(ConfigError, "is not a directory"):
+    with self.assertRaisesRegex(ConfigError, r"^no Fashion-MNIST at .*nowhere.*: not a directory; "
+                                r"install Debian.s dataset-fashion-mnist.*FASHION_MNIST_DIR"
+                                r".*nfnet_long_tail_digits"):
       fashion_mnist.fashion_mnist(directory=os.path.join(self.directory, "nowhere"))
     with self.assertRaisesRegex(ConfigError, "fashion_mnist.md5='sha1'"):
       fashion_mnist.fashion_mnist(directory=self.directory, md5="sha1")
