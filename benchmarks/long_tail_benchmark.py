@@ -82,8 +82,10 @@ def methods(epochs, batch_size=128):
       "LWS": ([runs + "decoupled_lws.gin"], stage2),
       "tau-normalised classifier (tau on validation)": (
           [runs + "decoupled_tau_norm.gin"], stage2),
-      # Weight balancing: stage 1 with the tuned weight decay, stage 2 on it.
-      WB_STAGE1: ([], ["Task.loss = @cross_entropy", "L2 = 5e-3"]),
+      # Weight balancing: stage 1 with their tuned weight decay 5e-3 (PyTorch's coupled
+      # one: Optimization.l2, which every recipe has; an L2 macro only some recipes
+      # read), stage 2 on it.
+      WB_STAGE1: ([], ["Task.loss = @cross_entropy", "Optimization.l2 = 5e-3"]),
       "weight balancing (stage 2: CB loss, MaxNorm)": (
           [runs + "decoupled_wb.gin"], [f"STAGE2_LEARNING_RATE = {0.01 * batch_size / 64:g}"]),
       "LDAM-DRW + SAM (rho = 0.8)": ([runs + "rangwani2022_sam.gin"], ldam_drw),
