@@ -1,6 +1,7 @@
 """Every recipe's Gin files parse strictly and build what they say they build."""
 
 import glob
+import json
 import os
 import re
 
@@ -16,7 +17,7 @@ import zoo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "recipes", "*.gin")))
-README = os.path.join(ROOT, "README.md")  # //:README.md, a data dependency
+FLAGSHIP_JSON = os.path.join(ROOT, "docs", "data", "nfnet_long_tail.json")  # //:readme_data
 # Test-only recipes (the tiny flagship and its decoupled run) live under tests/.
 TEST_RECIPES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(
     os.path.join(ROOT, "tests", "recipes", "configs", "*.gin")))
@@ -28,23 +29,11 @@ def parse(name, bindings=()):
                                       skip_unknown=False)
 
 
-def flagship_table():
-  """README's flagship table: the first table of its "## The flagship" section, as
-  (header cells, body rows of cells)."""
-  with open(README) as f:
-    text = f.read()
-  section = re.search(r"^## The flagship\b.*?(?=^## |\Z)", text, re.M | re.S)
-  if not section:
-    raise AssertionError("README.md has no '## The flagship' section")
-  table = []
-  for line in section.group(0).splitlines():
-    if line.startswith("|"):
-      table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
-    elif table:
-      break
-  if len(table) < 3:
-    raise AssertionError("README.md's flagship section has no table")
-  return table[0], table[2:]  # table[1] is the |---| line
+def flagship_results():
+  """README's flagship table's JSON (docs/data/nfnet_long_tail.json; //tests:docs_data_test
+  holds README's table to it)."""
+  with open(FLAGSHIP_JSON) as f:
+    return json.load(f)
 
 
 class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
@@ -87,35 +76,34 @@ class ConfigurablesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(gin.query_parameter("zoo.build.input_shape"), (None, None, 3))
 
   def test_flagship_defaults(self):
-    # README's flagship table against what the flagship's Gin files build, so that a
-    # change to either without the other fails: the default run's row gives the seed
-    # and the loss, the header the classes in each shot group (which follow from the
-    # data, the long-tail profile and Task.shot_thresholds).
-    header, rows = flagship_table()
-    self.assertEqual(header[:2], ["seed", "loss"])
-    default_rows = [r for r in rows if "the default run" in r[0]]
-    self.assertLen(default_rows, 1)
-    seed = int(re.match(r"\d+", default_rows[0][0]).group())
-    loss = default_rows[0][1].replace("-", "_")  # "logit-adjusted" is @logit_adjusted
-    groups = dict((g, int(n)) for g, n in
-                  re.findall(r"\b(many|medium|few)-shot \((\d+)", " ".join(header)))
-    self.assertCountEqual(groups, ["many", "medium", "few"])
-
+    # README's flagship table (its JSON) against what the flagship's Gin files build, so
+    # that a change to either without the other fails: the recipe, its epochs, its
+    # default seed's run and loss among the rows, and the training counts of every
+    # seed's long-tailed draw.
+    results = flagship_results()
+    self.assertEqual(results["recipe"], "recipes/nfnet_long_tail.gin")
+    self.assertEqual(results["extra_bindings"], [])
     parse("nfnet_long_tail.gin")
+    self.assertEqual(results["epochs"], gin.query_parameter("%EPOCHS"))
     task, runtime = experiment.Task(), experiment.Runtime()
-    self.assertEqual(runtime.seed, seed)
-    self.assertEqual(task.long_tail.seed, seed)
-    self.assertEqual(task.loss.__name__, loss)
+    self.assertEqual(task.loss.__name__, "logit_adjusted")
+    self.assertIn("la", results["short_names"].values())
+    self.assertIn(str(runtime.seed), results["seeds"])
     source = task.data()
-    counts = np.asarray(task.long_tail.counts(
-        np.bincount(source.train_labels, minlength=source.num_classes)))
-    many, few = task.shot_thresholds
-    built = {"many": int(np.sum(counts > many)), "few": int(np.sum(counts < few)),
-             "medium": int(np.sum((counts <= many) & (counts >= few)))}
-    self.assertEqual(built, groups, msg=f"training counts {counts.tolist()}")
-    # Every loss the table compares is one binding away (Task.loss = @<name>).
-    for row in rows:
-      gin.get_configurable(row[1].replace("-", "_"))
+    # The long-tailed draw is made after the validation hold-out.
+    train_counts = (np.bincount(source.train_labels, minlength=source.num_classes)
+                    - task.validation_per_class)
+    gin.clear_config()
+    for seed in results["seeds"]:
+      parse("nfnet_long_tail.gin", [f"SEED = {seed}"])
+      built = experiment.Task().long_tail.counts(train_counts)
+      for method, runs in results["runs"].items():
+        self.assertEqual(runs[seed]["train_class_counts"], np.asarray(built).tolist(),
+                         msg=f"{method}, seed {seed}")
+      gin.clear_config()
+    # Every loss the table compares is one binding away.
+    for method in ("cross_entropy", "logit_adjusted"):
+      gin.get_configurable(method)
 
   def test_full_scale_is_published_f0(self):
     parse("nfnet_long_tail_full.gin", ["DATA_DIR = '/data/tfds'"])
