@@ -2,13 +2,15 @@
 against its golden metrics: the regression check of the whole recipe (about a minute and
 a half on 2 quiet cores).
 
-Runs are deterministic: on the machine the goldens were measured on (2026-11-25, "AMD
-EPYC", 2 cores, AVX2 without AVX-512) two runs gave bit-identical reports, so there the
-test holds every figure exactly. Another CPU (another instruction set, so other oneDNN
-kernels) rounds differently and a 480-step run drifts by a few test images: there each
-figure is held within 10 of the test images it is measured on, and the test says so.
+Runs are deterministic on one CPU, but another instruction set takes other oneDNN
+kernels, which round differently, and a 480-step run drifts. So the goldens are per CPU
+(model name and instruction sets), each measured by two runs that gave bit-identical
+reports, and on those CPUs every figure is held exactly. On a CPU with no goldens the
+drift between the two measured CPUs is the guide: balanced accuracy moved by 1 of the
+700 test images, the shot groups by up to 11 of their 210-280 (few-shot 0.471 against
+0.524): there balanced accuracy is held within 21 images (3 points) and the groups are
+printed, not held, and the test says so.
 """
-
 import json
 import os
 import subprocess
@@ -18,12 +20,18 @@ import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# The default run (seed 0, logit-adjusted loss), measured twice on MEASURED_ON.
-GOLDEN = {"balanced_accuracy": (0.8128571428571428, 700),
-          "many_shot_accuracy": (0.9678571428571429, 280),
-          "medium_shot_accuracy": (0.9476190476190477, 210),
-          "few_shot_accuracy": (0.47142857142857136, 210)}
-MEASURED_ON = ("AMD EPYC", ("avx2", "fma"))
+# The default run (seed 0, logit-adjusted loss) on each CPU signature, measured twice.
+GOLDENS = {
+    # 2026-11-25, 2 cores, AVX2 without AVX-512.
+    ("AMD EPYC", ("avx2", "fma")): {
+        "balanced_accuracy": 0.8128571428571428, "many_shot_accuracy": 0.9678571428571429,
+        "medium_shot_accuracy": 0.9476190476190477, "few_shot_accuracy": 0.47142857142857136},
+    # 2026-11-27, 2 cores, with AVX-512.
+    ("AMD EPYC", ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "fma")): {
+        "balanced_accuracy": 0.8142857142857143, "many_shot_accuracy": 0.9428571428571428,
+        "medium_shot_accuracy": 0.9333333333333332, "few_shot_accuracy": 0.5238095238095237},
+}
+TEST_IMAGES = 700
 ISA = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "fma")
 
 
@@ -62,15 +70,18 @@ class NfnetLongTailDigitsTest(tf.test.TestCase):
     self.assertEqual(metrics["train_class_counts"], [108, 64, 38, 23, 13, 8, 5, 3, 1, 1])
     self.assertEqual(metrics["num_test_examples"], 700)
     self.assertEqual(metrics["epochs"], 60)
-    print({k: metrics[k] for k in GOLDEN})
-    exact = cpu_signature() == MEASURED_ON
-    if not exact:
-      print(f"CPU {cpu_signature()} is not the goldens' {MEASURED_ON}: each figure held "
-            "within 10 test images, not exactly")
-    for key, (value, images) in GOLDEN.items():
-      self.assertAllClose(metrics[key], value, atol=1e-9 if exact else 10 / images,
-                          msg=key)
-
+    figures = {k: metrics[k] for k in GOLDENS[next(iter(GOLDENS))]}
+    print(figures)
+    golden = GOLDENS.get(cpu_signature())
+    if golden is not None:
+      self.assertEqual(figures, golden)
+      return
+    print(f"CPU {cpu_signature()} has no goldens (tests/recipes/nfnet_long_tail_digits_test.py: "
+          f"{list(GOLDENS)}): balanced accuracy held within 21 of {TEST_IMAGES} test "
+          "images of each CPU's, the shot groups not held")
+    for known in GOLDENS.values():
+      self.assertAllClose(figures["balanced_accuracy"], known["balanced_accuracy"],
+                          atol=21 / TEST_IMAGES)
 
 if __name__ == "__main__":
   tf.test.main()
