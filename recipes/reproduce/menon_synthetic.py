@@ -158,11 +158,18 @@ def fit_linear(features, labels, loss_fn, max_steps=100, tol=1e-6):
     if moved < tol:
       break
   d = decision(theta)
-  if moved >= tol or np.max(np.abs(d)) > MAX_WEIGHT:
+  # A rule that classifies every training example correctly shows the sample linearly
+  # separable, and then no loss of this family has a minimiser (scaling the rule up
+  # lowers it towards 0). Checked exactly, since where the float32 loss underflows to 0
+  # Newton's method stops with a finite weight that depends on the CPU's rounding.
+  separates = bool(np.all((2 * labels - 1) * (features.astype(np.float64) @ d[:2] + d[2])
+                          > 0))
+  if moved >= tol or np.max(np.abs(d)) > MAX_WEIGHT or separates:
     # On linearly separable data the loss has no minimiser: the weights grow until the
     # float32 loss underflows, or Newton's method keeps moving.
     how = (f"did not converge in {max_steps} steps" if moved >= tol
-           else f"ended at a weight of {np.max(np.abs(d)):.3g}")
+           else f"ended at a weight of {np.max(np.abs(d)):.3g}" if not separates
+           else "found a rule that classifies every training example correctly")
     raise NoMinimiser(f"the loss has no minimiser on this training sample (Newton's "
                       f"method {how}): it is (nearly) linearly separable; raise "
                       "--train_size")
