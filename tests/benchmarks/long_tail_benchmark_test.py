@@ -20,10 +20,21 @@ TINY = "tests/recipes/configs/nfnet_long_tail_tiny.gin"  # a test-only recipe
 HOLDOUT = ("Task.validation_per_class = 3",)
 
 
+def short_name(name):
+  """A binding's name as an operative config writes it: Gin drops a configurable's
+  module when the name is unambiguous ('tricks.Sampler.kind' is written
+  'Sampler.kind'); a scope ('stage2/') stays."""
+  scope, _, rest = name.rpartition("/")
+  short = ".".join(rest.split(".")[-2:])
+  return f"{scope}/{short}" if scope else short
+
+
 def operative_values(path):
-  """{'NAME' or 'configurable.parameter': value text} of an operative_config.gin."""
+  """{'NAME' or 'configurable.parameter' (short_name): value text} of an
+  operative_config.gin."""
   with open(path) as f:
-    return dict(re.findall(r"^([\w./]+) = (.+)$", f.read(), flags=re.M))
+    return {short_name(k): v for k, v in
+            re.findall(r"^([\w./]+) = (.+)$", f.read(), flags=re.M)}
 
 
 def same_value(a, b):
@@ -55,6 +66,7 @@ class LongTailBenchmarkTest(tf.test.TestCase):
                                                   "operative_config.gin"))
         for binding in known[method][1]:
           name, value = (p.strip() for p in binding.split("=", 1))
+          name = short_name(name)
           self.assertIn(name, operative, msg=f"{binding!r} did not reach the run")
           self.assertTrue(same_value(operative[name], value),
                           msg=f"{binding!r}: the run used {operative[name]}")
