@@ -16,6 +16,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from recipes import losses
 from recipes.reproduce import menon_synthetic as ms
 from tricks import logit_adjustment
 
@@ -88,6 +89,21 @@ class ExperimentTest(tf.test.TestCase):
       self.assertLess(abs(r["post_hoc"] - r["la_loss"]), 1e-6, msg=f"seed {seed}")
       self.assertLess(r["post_hoc_val"] - bayes, 0.005, msg=f"seed {seed}")
       self.assertAllClose(r["balanced_softmax"], r["la_loss"], atol=1e-6)
+
+  def test_a_separating_fit_is_refused_however_newton_stopped(self):
+    # Newton's method stopped after one step (tol as large as can be), as it does on a
+    # CPU where the float32 loss underflows to 0: its rule already separates this
+    # sample, so the loss has no minimiser, and the fit says so.
+    features = np.array([[-1.0, -1.0], [-2.0, -1.0], [1.0, 1.0], [2.0, 1.0]], np.float32)
+    labels = np.array([0, 0, 1, 1], np.int32)
+    loss = losses.cross_entropy(class_counts=[2, 2])
+    with self.assertRaisesRegex(ms.NoMinimiser, "classifies every training example"):
+      ms.fit_linear(features, labels, loss, tol=1e9)
+    # Not separable (a point of each class on the other side): a minimiser, found.
+    w, c = ms.fit_linear(np.concatenate([features, [[1.5, 1.0], [-1.5, -1.0]]]),
+                         np.array([0, 0, 1, 1, 0, 1], np.int32),
+                         losses.cross_entropy(class_counts=[3, 3]))
+    self.assertTrue(np.all(np.isfinite(w)) and np.isfinite(c))
 
   def test_command_line(self):
     out, err = io.StringIO(), io.StringIO()
