@@ -113,6 +113,15 @@ class NoMinimiser(ValueError):
   """The training sample is (nearly) linearly separable: no minimiser to fit."""
 
 
+def classifies_all(features, labels, w, c):
+  """Whether the rule w.x + c > 0 <=> class 1 classifies every example correctly: then
+  the sample is linearly separable and no loss of this family has a minimiser (scaling
+  the rule up lowers it towards 0). Checked exactly, since where the float32 loss
+  underflows to 0 Newton's method stops at a finite weight the CPU's rounding decides."""
+  scores = features.astype(np.float64) @ np.asarray(w, np.float64) + c
+  return bool(np.all((2 * np.asarray(labels) - 1) * scores > 0))
+
+
 def fit_linear(features, labels, loss_fn, max_steps=100, tol=1e-6):
   """Minimises mean(loss_fn(labels, x W + b)) by damped Newton; returns (w, c).
 
@@ -158,12 +167,7 @@ def fit_linear(features, labels, loss_fn, max_steps=100, tol=1e-6):
     if moved < tol:
       break
   d = decision(theta)
-  # A rule that classifies every training example correctly shows the sample linearly
-  # separable, and then no loss of this family has a minimiser (scaling the rule up
-  # lowers it towards 0). Checked exactly, since where the float32 loss underflows to 0
-  # Newton's method stops with a finite weight that depends on the CPU's rounding.
-  separates = bool(np.all((2 * labels - 1) * (features.astype(np.float64) @ d[:2] + d[2])
-                          > 0))
+  separates = classifies_all(features, labels, d[:2], d[2])
   if moved >= tol or np.max(np.abs(d)) > MAX_WEIGHT or separates:
     # On linearly separable data the loss has no minimiser: the weights grow until the
     # float32 loss underflows, or Newton's method keeps moving.
