@@ -19,6 +19,7 @@ the file, with `np.savez(out, **{f"{m}/{p}": v for m, d in params.items()
 for p, v in d.items()})`.
 """
 
+import os
 import re
 import zipfile
 
@@ -45,6 +46,39 @@ def keras_weight_name(key):
   if param == "skip_gain":
     parts.append("skip_gain")
   return "/".join(parts + [_PARAMS[param]])
+
+
+_KERAS_PARAMS = {v: k for k, v in _PARAMS.items()}
+_KERAS_SE = {v: k for k, v in _SE.items()}
+
+
+def deepmind_key(name):
+  """The DeepMind parameter key of zoo weight `name` (the inverse of keras_weight_name)."""
+  parts = re.sub(r":\d+$", "", name).split("/")
+  param = _KERAS_PARAMS.get(parts.pop())
+  if param is None or not parts:
+    raise ConversionError(f"{name!r} is not an NFNet weight of the zoo")
+  if param == "skip_gain":
+    parts.pop()  # nf_block_k/skip_gain/skip_gain -> nf_block_k/skip_gain
+  if parts == ["logits"]:
+    parts = ["linear"]
+  elif len(parts) == 3 and parts[1] == "squeeze_excite":
+    parts[2] = _KERAS_SE.get(parts[2], parts[2])
+  key = "NFNet/~/" + "/~/".join(parts) + "/" + param
+  if keras_weight_name(key) != re.sub(r":\d+$", "", name):
+    raise ConversionError(f"{name!r} is not an NFNet weight of the zoo")
+  return key
+
+
+def save_npz(model, path, head=True):
+  """Writes the zoo NFNet `model`'s weights as DeepMind's flattened .npz (the format
+  `load_npz` reads; the head's only when `head`), through a temporary file."""
+  params = {deepmind_key(w.name): np.asarray(w.numpy(), np.float32) for w in model.weights
+            if head or not w.name.startswith("logits/")}
+  tmp = path + ".tmp.npz"
+  np.savez(tmp, **params)
+  os.replace(tmp, path)
+  return path
 
 
 def load_npz(path):

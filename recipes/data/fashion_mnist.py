@@ -109,19 +109,53 @@ def load(directory, md5="official"):
   return splits
 
 
+def checked_classes(classes):
+  """`classes` as a tuple of distinct class indices of Fashion-MNIST, or None (all)."""
+  if classes is None:
+    return None
+  fix = ("give distinct class indices 0-9, e.g. fashion_mnist.classes = (1, 3, 5, 7, 9) "
+         f"({', '.join(f'{i} {n}' for i, n in enumerate(CLASS_NAMES))})")
+  if isinstance(classes, (str, bytes)) or not isinstance(classes, (list, tuple)):
+    raise ConfigError(f"fashion_mnist.classes={classes!r} is not a list; {fix}")
+  if (len(classes) < 2 or len(set(classes)) != len(classes) or any(
+      isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < len(CLASS_NAMES)
+      for c in classes)):
+    raise ConfigError(f"fashion_mnist.classes={classes!r}: {fix}, at least two")
+  return tuple(classes)
+
+
+def keep_classes(splits, classes):
+  """`splits` with only the examples of `classes`, labelled by their position there."""
+  relabel = np.full(len(CLASS_NAMES), -1, np.int32)
+  relabel[list(classes)] = np.arange(len(classes), dtype=np.int32)
+  kept = {}
+  for split, (images, labels) in splits.items():
+    chosen = np.flatnonzero(relabel[labels] >= 0)
+    kept[split] = (images[chosen], relabel[labels[chosen]])
+  return kept
+
+
 @gin.configurable
-def fashion_mnist(directory=DEFAULT_DIRECTORY, md5="official"):
+def fashion_mnist(directory=DEFAULT_DIRECTORY, md5="official", classes=None):
   """The Fashion-MNIST `Source`: the release's training and test splits.
 
   Args:
     directory: the folder holding the four .gz files (default: Debian's).
     md5: 'official' checks each file (see the module docstring); None skips it.
+    classes: None (all ten), or the class indices to keep, in the order of their new
+      labels 0, 1, ...: e.g. (0, 2, 4, 6, 8) for a transfer source and (1, 3, 5, 7, 9)
+      for its unseen target (every image of those classes, in the files' order).
   """
   if md5 not in ("official", None):
     raise ConfigError(f"fashion_mnist.md5={md5!r} must be 'official' or None")
+  classes = checked_classes(classes)
   splits = load(directory, md5)
+  names = list(CLASS_NAMES)
+  if classes is not None:
+    splits = keep_classes(splits, classes)
+    names = [CLASS_NAMES[c] for c in classes]
 
   return source_lib.Source(
-      name="fashion_mnist", class_names=list(CLASS_NAMES),
+      name="fashion_mnist", class_names=names,
       train_labels=splits["train"][1], test_labels=splits["test"][1],
       make_dataset=source_lib.in_memory(splits))

@@ -89,6 +89,28 @@ class NfnetCheckpointTest(tf.test.TestCase):
     x = tf.random.stateless_normal((2, *SHAPE), seed=[0, 1])
     self.assertTrue(np.all(np.isfinite(model(x).numpy())))
 
+  def test_save_npz_writes_deepmind_keys_that_load_back(self):
+    params = deepmind_params("nano", classes=7, seed=3)
+    model = nfnet.nfnet("nano", num_classes=7, input_shape=SHAPE)
+    nfnet_checkpoint.load_deepmind_weights(model, self.write(params))
+    path = os.path.join(self.get_temp_dir(), "saved.npz")
+    nfnet_checkpoint.save_npz(model, path)
+    with np.load(path, allow_pickle=False) as saved:  # DeepMind's names and values
+      self.assertCountEqual(saved.files, params)
+      for key, value in params.items():
+        self.assertAllEqual(saved[key], value, msg=key)
+    again = nfnet.nfnet("nano", num_classes=7, input_shape=SHAPE)
+    nfnet_checkpoint.load_deepmind_weights(again, path)
+    x = tf.random.stateless_normal((2, *SHAPE), seed=[0, 2])
+    self.assertAllEqual(again(x), model(x))
+    nfnet_checkpoint.save_npz(model, path, head=False)
+    with np.load(path, allow_pickle=False) as saved:
+      self.assertNotIn("NFNet/~/linear/w", saved.files)
+      self.assertLen(saved.files, len(params) - 2)
+    self.assertEqual(os.listdir(self.get_temp_dir()).count("saved.npz.tmp.npz"), 0)
+    with self.assertRaisesRegex(nfnet_checkpoint.ConversionError, "not an NFNet weight"):
+      nfnet_checkpoint.deepmind_key("bn/moving_mean:0")
+
   def test_backbone_only_for_a_new_head(self):
     params = deepmind_params("nano", classes=1000)
     model = nfnet.nfnet("nano", num_classes=5, input_shape=SHAPE)

@@ -61,6 +61,29 @@ class FashionMnistTest(tf.test.TestCase):
         self.assertAllEqual(image[..., channel], images[i])
       self.assertEqual(int(label), labels[i])
 
+  def test_classes_keeps_those_examples_labelled_by_position(self):
+    source = fashion_mnist.fashion_mnist(directory=self.directory, md5=None,
+                                         classes=(9, 3, 6))
+    self.assertEqual(source.class_names, ["Ankle boot", "Dress", "Shirt"])
+    images, labels = self.written["train"]
+    kept = [i for i, label in enumerate(labels) if label in (9, 3, 6)]
+    # Labels cycle 0, 3, 6, 9, 2, ...: training examples 1, 2, 3, 11, 12, 13 (20 of them).
+    self.assertEqual(kept, [1, 2, 3, 11, 12, 13])
+    self.assertAllEqual(source.train_labels, [{9: 0, 3: 1, 6: 2}[labels[i]] for i in kept])
+    got = list(source.make_dataset("train", np.array([2, 3])))
+    self.assertAllEqual(got[0][0][..., 0], images[kept[2]])
+    self.assertAllEqual(got[1][0][..., 0], images[kept[3]])
+    self.assertEqual([int(label) for _, label in got], [0, 1])  # 9 -> 0, 3 -> 1
+    test_labels = self.written["test"][1]
+    self.assertAllEqual(source.test_labels, [{9: 0, 3: 1, 6: 2}[label] for label in
+                                             test_labels if label in (9, 3, 6)])
+
+  def test_bad_classes_are_one_line_errors(self):
+    for bad in ((3,), (1, 1), (0, 10), (-1, 2), (True, 2), (1.0, 2), "13", 5, ()):
+      with self.subTest(classes=bad), self.assertRaisesRegex(
+          ConfigError, r"^fashion_mnist\.classes=.*give distinct class indices 0-9"):
+        fashion_mnist.fashion_mnist(directory=self.directory, md5=None, classes=bad)
+
   def test_official_checksums_refuse_other_files(self):
     with self.assertRaisesRegex(ConfigError, r"^Fashion-MNIST file .*train-images-idx3-ubyte"
                                 r"\.gz is not the release's \(MD5 [0-9a-f]{32}, not "
