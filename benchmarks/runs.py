@@ -164,6 +164,8 @@ def train_timed(run, digest=None, rerun_stale=False, python=sys.executable):
   """(metrics, wall seconds) of `run` (runs.train); the wall time of the sitting that
   finished it is kept beside it."""
   timing = os.path.join(run.model_dir, "benchmark_wall_seconds.json")
+  digest = digest or code_digest()
+  check(run, digest, rerun_stale)  # a stale run deleted first: it is not finished
   began = time.time()
   finished = os.path.exists(run.report_path)
   metrics = train(run, digest, rerun_stale, python)

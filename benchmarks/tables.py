@@ -104,4 +104,81 @@ def validation_sweep_caption(sweep):
           "best first")
 
 
-RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep}
+# --- Transfer learning (//benchmarks:transfer) ---------------------------------------
+
+TRANSFER_BASELINES = ("scratch", "linear probe")
+
+
+def cell_values(results, family, target, k, arm, key="balanced_accuracy"):
+  """{(draw, seed): value} of one cell of transfer.json."""
+  return {(r["draw"], r["seed"]): r[key] for r in results["runs"]
+          if (r["family"], r["target"], r["k"], r["arm"]) == (family, target, k, arm)
+          and r.get(key) is not None}
+
+
+def interval(values, confidence=stats.CONFIDENCE):
+  """(mean, low, high): the mean of {run: value} and its t interval (n - 1 degrees of
+  freedom; low = high = mean for one run), or None for no runs."""
+  values = np.array(list(values.values()), float)
+  if not values.size:
+    return None
+  mean = float(np.mean(values))
+  if values.size == 1:
+    return mean, mean, mean
+  half = stats.t_critical(values.size - 1, confidence) * float(
+      np.std(values, ddof=1) / np.sqrt(values.size))
+  return mean, mean - half, mean + half
+
+
+def _against(results, cell, arm, baseline):
+  if arm == baseline:
+    return "—"
+  mine, theirs = cell_values(results, *cell, arm), cell_values(results, *cell, baseline)
+  common = sorted(set(mine) & set(theirs))
+  if not common:
+    return "n/a"
+  c = stats.compare([mine[p] for p in common], [theirs[p] for p in common], paired=True)
+  if c.n < 2:
+    return f"{c.difference:+.3f} (1 pair)"
+  return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.verdict}"
+
+
+def transfer(results, methods=None):
+  """The table of transfer.json: a row a family, target, k and arm (`methods`: arms to
+  keep); each arm's test accuracy (mean [95% interval] over draws x seeds) and its
+  paired difference from scratch and from the linear probe [95% interval] with the
+  verdict of benchmarks/stats.py."""
+  lines = ["| family | target | k | arm | runs | test accuracy [95%] | − scratch [95%] | "
+           "− linear probe [95%] |", "|---|---|---|---|---|---|---|---|"]
+  cells = sorted({(r["family"], r["target"], r["k"]) for r in results["runs"]},
+                 key=lambda c: (results["families"].index(c[0]),
+                                results["targets"].index(c[1]), c[2]))
+  for cell in cells:
+    for arm in results["arms"]:
+      if methods and arm not in methods:
+        continue
+      values = cell_values(results, *cell, arm)
+      if not values:
+        continue
+      mean, low, high = interval(values)
+      accuracy = f"{mean:.3f}" if len(values) == 1 else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+      vs = [_against(results, cell, arm, b) if any(
+          r["arm"] == b for r in results["runs"]) else "n/a" for b in TRANSFER_BASELINES]
+      lines.append(f"| {cell[0]} | {cell[1]} | {cell[2]} | {arm} | {len(values)} | "
+                   f"{accuracy} | {' | '.join(vs)} |")
+  return "\n".join(lines)
+
+
+def transfer_caption(results):
+  sources = "; ".join(f"{name}: {s['balanced_accuracy']:.3f}"
+                      for name, s in results["sources"].items())
+  return (f"Transfer from Fashion-MNIST classes {results['source_classes']} (source test "
+          f"accuracy {sources}) to the unseen classes {results['near_classes']} (near) "
+          f"and to 8x8 digits at 32 px (far); {results['steps']} steps a run: test "
+          "accuracy, mean over draws x seeds with its 95% t interval; against scratch and "
+          "the linear probe: the mean paired difference (same draw and seed) with its 95% "
+          "interval, a paired t test with n - 1 degrees of freedom (benchmarks/stats.py)")
+
+
+RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
+             "transfer": transfer}

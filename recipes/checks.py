@@ -244,10 +244,13 @@ def batch(pipeline, num_examples, replicas):
     raise ConfigError(
         f"InputPipeline.batch_size={pipeline.batch_size} does not split over {replicas} "
         "replicas; use a multiple of the replica count")
-  if num_examples < pipeline.batch_size:
+  if pipeline.steps_per_epoch(num_examples) < 1:  # echoed examples count
+    echoed = (f" (echoed x{pipeline.echo_factor:g}: {pipeline.echo_placement})"
+              if pipeline.echo_factor != 1 else "")
     raise ConfigError(
-        f"the training split has {num_examples} examples, fewer than one global batch "
-        f"of {pipeline.batch_size}; lower InputPipeline.batch_size")
+        f"the training split has {num_examples} examples{echoed}, fewer than one global "
+        f"batch of {pipeline.batch_size}; lower InputPipeline.batch_size or raise "
+        "InputPipeline.echo_factor")
 
 
 def data_service_answers(address, timeout=10.0):

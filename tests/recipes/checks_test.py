@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from recipes import checks
 from recipes import experiment
+from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
 
 
@@ -65,6 +66,18 @@ class ChecksTest(tf.test.TestCase, parameterized.TestCase):
     for metric in ("top1", "balanced_accuracy", "many_shot_accuracy",
                    "medium_shot_accuracy", "few_shot_accuracy"):
       checks.runtime(experiment.Runtime(best_metric=metric, early_stopping_patience=1))
+
+  def test_a_batch_needs_one_step_an_epoch_echoes_counted(self):
+    small = pipeline_lib.InputPipeline(batch_size=20)
+    with self.assertRaisesRegex(ConfigError, r"^the training split has 5 examples, fewer "
+                                "than one global batch of 20; lower InputPipeline"):
+      checks.batch(small, 5, replicas=1)
+    # Echoed 4 times before augmentation: 20 examples an epoch, one batch.
+    checks.batch(pipeline_lib.InputPipeline(batch_size=20, echo_factor=4), 5, replicas=1)
+    with self.assertRaisesRegex(ConfigError, r"5 examples \(echoed x3: before_augmentation"
+                                r"\), fewer than one global batch of 20; .* raise "
+                                "InputPipeline.echo_factor"):
+      checks.batch(pipeline_lib.InputPipeline(batch_size=20, echo_factor=3), 5, replicas=1)
 
   def test_task_and_optimization(self):
     with self.assertRaisesRegex(ConfigError, "needs a validation split"):

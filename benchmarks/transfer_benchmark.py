@@ -1,0 +1,338 @@
+"""Transfer learning on real images: a pretrained zoo model against training from
+scratch and the linear probe, at k examples a class, with the noise:
+
+    ./bazelw run //benchmarks:transfer                 # the full grid (see --help)
+    ./bazelw run //benchmarks:transfer -- --quick      # NFNet-nano, k = 5, 3 arms
+
+Source: each family (NFNet-nano, ResNet-50) is trained from scratch on five classes of
+Fashion-MNIST (SOURCE_CLASSES: T-shirt/top, Pullover, Coat, Shirt, Bag; all their
+training images less 100 a class of validation) and saved in the file a user downloads
+for that family: DeepMind's flattened NFNet .npz (zoo/nfnet_checkpoint.py) or a Keras
+Applications no-top .h5. Every pretrained arm reads it through `zoo.build.weights`
+(with its SHA-256 pinned), the loading path of a downloaded file.
+
+Targets: "near", the five Fashion-MNIST classes the source never saw (Trouser, Dress,
+Sandal, Sneaker, Ankle boot: shoes are new to it), tested on their 5,000 test images;
+"far", scikit-learn's 8x8 digits upsampled to the model's 32 px, tested on 70 a class.
+Each run trains on a seeded k-shot draw of the target's training split (k a class,
+`Task.examples_per_class`, drawn by SPLIT_SEED = the draw) after a validation hold-out,
+with its own SEED (initialisation, augmentation, order): draws x seeds runs a cell, the
+same (draw, seed) in every arm, so arms compare paired.
+
+Arms (the fine-tune recipe's switches, recipes/configs/runs/finetune.gin): scratch (no
+weights), linear probe (FREEZE_BACKBONE), full fine-tune, two phases (HEAD_EPOCHS = a
+third of the run, then all at 0.1x), layer-wise rate decay 0.75 (LAYER_DECAY), weight
+EMA (WEIGHT_EMA, 0.99), BiT-HyperRule (its own length, rate and 128 px resolution).
+Every arm but BiT trains the recipe's rate for about STEPS steps at batch 20 (a small
+draw echoed before augmentation to fill an epoch of 10 batches); nothing is chosen on the test split (no choice is made at all: the
+recipe's rate and this fixed length).
+
+Runs are keyed (benchmarks/runs.py): a rerun reads finished runs of the same
+configuration and code, resumes interrupted ones, refuses stale ones (--rerun_stale).
+Writes transfer.json (every run's figures, the command, date, machine), transfer.md
+(the table, rendered from that JSON alone: benchmarks/tables.py) and transfer.png
+(test accuracy against k, one line an arm).
+"""
+
+import dataclasses
+import datetime
+import json
+import os
+import re
+import shlex
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+from benchmarks import runs as runs_lib
+from benchmarks import tables
+
+SOURCE_CLASSES = (0, 2, 4, 6, 8)
+NEAR_CLASSES = (1, 3, 5, 7, 9)
+CLASSES_GIN = "recipes/configs/data/fashion_mnist_classes.gin"
+STEPS = 100
+BATCH = 20
+DEFAULT_SHOTS = (1, 5, 10, 50)
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+  """A zoo family: its fine-tune recipe, the file format its users download, and the
+  source run's rate and length (batch 128)."""
+  recipe: str
+  weights_file: str
+  source_learning_rate: float
+  source_epochs: int
+
+
+FAMILIES = {
+    "nfnet_nano": Family("recipes/nfnet_finetune.gin", "nfnet_nano_source.npz", 0.2, 8),
+    "resnet50": Family("recipes/resnet50_finetune.gin", "resnet50_source_notop.h5", 0.1,
+                       8),
+}
+TARGETS = ("near", "far")
+SCRATCH, LINEAR = "scratch", "linear probe"
+ARMS = (SCRATCH, LINEAR, "full fine-tune", "two phases", "layer decay 0.75", "weight EMA",
+        "BiT-HyperRule")
+SHORT = {SCRATCH: "scratch", LINEAR: "linear", "full fine-tune": "full",
+         "two phases": "two_phase", "layer decay 0.75": "layer_decay",
+         "weight EMA": "ema", "BiT-HyperRule": "bit"}
+QUICK = dict(families=("nfnet_nano",), targets=TARGETS, shots=(5,),
+             arms=(SCRATCH, LINEAR, "full fine-tune"), draws=(0,), seeds=(0,))
+COMMON = ("Runtime.export_saved_model = False",)
+
+
+def length(k, num_classes, steps=STEPS, batch=BATCH, epoch_steps=10):
+  """(echo factor, epochs) of a k-shot run of about `steps` steps at `batch`: a small
+  training set is echoed before augmentation (InputPipeline.echo_factor, each copy
+  augmented anew) to about `epoch_steps` batches an epoch, so that neither the batch
+  nor the evaluation's batches shrink with k, and a run is not 100 one-step epochs."""
+  n = k * num_classes
+  echo = max(1, -(-epoch_steps * batch // n))
+  return echo, max(1, round(steps / (n * echo // batch)))
+
+
+def arm_run(arm, epochs):
+  """(Gin files added, bindings) of an arm."""
+  if arm == "BiT-HyperRule":
+    return (["recipes/configs/runs/bit_hyperrule.gin"],
+            [f"BIT_SCHEDULE_SCALE = {STEPS / 500:g}"])  # 500 steps below 20k images
+  return [], {
+      SCRATCH: ["WEIGHTS = None"],
+      LINEAR: ["FREEZE_BACKBONE = True"],
+      "full fine-tune": [],
+      "two phases": [f"HEAD_EPOCHS = {max(1, epochs // 3)}"],
+      "layer decay 0.75": ["LAYER_DECAY = 0.75"],
+      "weight EMA": ["WEIGHT_EMA = True"],
+  }[arm]
+
+
+def target_bindings(target, k, draw, fashion_dir):
+  """(Gin files added, bindings) of a target's k-shot draw."""
+  if target == "near":
+    return [CLASSES_GIN], [f"FASHION_MNIST_DIR = {fashion_dir!r}",
+                           f"CLASSES = {NEAR_CLASSES}", f"NUM_CLASSES = {len(NEAR_CLASSES)}",
+                           f"SHOTS = {k}", f"SPLIT_SEED = {draw}"]
+  # The fine-tune recipes' own few-shot digits, with a validation hold-out of 10 a class.
+  return [], ["Task.validation_per_class = 10", f"SHOTS = {k}", f"SPLIT_SEED = {draw}"]
+
+
+def source_run(name, root, fashion_dir, epochs=None):
+  family = FAMILIES[name]
+  return runs_lib.Run(
+      gin_files=(family.recipe, CLASSES_GIN),
+      bindings=(*COMMON, "SEED = 0", f"FASHION_MNIST_DIR = {fashion_dir!r}",
+                f"CLASSES = {SOURCE_CLASSES}", f"NUM_CLASSES = {len(SOURCE_CLASSES)}",
+                "WEIGHTS = None", "BATCH_SIZE = 128",
+                f"LEARNING_RATE = {family.source_learning_rate}",
+                f"EPOCHS = {epochs or family.source_epochs}"),
+      model_dir=os.path.join(root, "source", name))
+
+
+def target_run(name, target, k, arm, draw, seed, root, fashion_dir, weights, sha256):
+  """The run of one cell's (draw, seed); `weights`: the source's file."""
+  family = FAMILIES[name]
+  files, data = target_bindings(target, k, draw, fashion_dir)
+  num_classes = len(NEAR_CLASSES) if target == "near" else 10
+  echo, epochs = length(k, num_classes)
+  arm_files, arm_bindings = arm_run(arm, epochs)
+  pretrained = [f"WEIGHTS = {weights!r}", f"zoo.build.weights_sha256 = {sha256!r}"]
+  return runs_lib.Run(
+      gin_files=(family.recipe, *files, *arm_files),
+      bindings=(*COMMON, f"SEED = {seed}", *data, f"BATCH_SIZE = {BATCH}",
+                f"InputPipeline.echo_factor = {echo}", f"EPOCHS = {epochs}", f"Runtime.checkpoint_every_epochs = {epochs}",
+                *([] if arm == SCRATCH else pretrained), *arm_bindings),
+      model_dir=os.path.join(root, name, target, f"k{k}", SHORT[arm],
+                             f"draw{draw}_seed{seed}"))
+
+
+def export_source(name, model_dir, path):
+  """Writes the source run's final weights, without its head, in the family's user
+  format at `path` (atomically); returns its SHA-256."""
+  # pylint: disable=import-outside-toplevel
+  import tf_keras
+  from zoo import finetune
+  from zoo import nfnet_checkpoint
+  from zoo import pretrained
+  from zoo import registry
+  model = registry.build(name, num_classes=len(SOURCE_CLASSES), input_shape=(None, None, 3))
+  finetune.init_from_checkpoint(model, runs_lib.final_checkpoint(model_dir), scope="all")
+  if path.endswith(".npz"):
+    nfnet_checkpoint.save_npz(model, path, head=False)
+  else:  # Keras Applications' no-top file: the application up to its average pool
+    tmp = path + ".tmp.h5"
+    tf_keras.Model(model.inputs, model.get_layer("avg_pool").output).save_weights(tmp)
+    os.replace(tmp, path)
+  return pretrained.sha256_of(path)
+
+
+def record(metrics, wall):
+  """What the JSON keeps of a run."""
+  return {"balanced_accuracy": metrics.get("balanced_accuracy"),
+          "top1": metrics.get("top1"),
+          "validation_balanced_accuracy": (metrics.get("final_validation") or {}).get(
+              "balanced_accuracy"),
+          "num_test_examples": metrics.get("num_test_examples"),
+          "train_class_counts": metrics.get("train_class_counts"),
+          "steps": metrics.get("steps"), "wall_seconds": wall}
+
+
+def plot(results, path):
+  """Test accuracy against k (log scale), one line an arm (mean and its 95% interval),
+  a panel a family and target."""
+  # pylint: disable=import-outside-toplevel
+  import matplotlib
+  matplotlib.use("Agg")
+  from matplotlib import pyplot
+  panels = sorted({(r["family"], r["target"]) for r in results["runs"]})
+  figure, axes = pyplot.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2),
+                                 squeeze=False)
+  for axis, (family, target) in zip(axes[0], panels):
+    for arm in results["arms"]:
+      points = [(k, tables.interval(tables.cell_values(results, family, target, k, arm)))
+                for k in results["shots"]]
+      points = [(k, i) for k, i in points if i is not None]
+      if not points:
+        continue
+      ks = [k for k, _ in points]
+      means = [i[0] for _, i in points]
+      errors = [[i[0] - i[1] for _, i in points], [i[2] - i[0] for _, i in points]]
+      axis.errorbar(ks, means, yerr=errors, marker="o", capsize=3, label=arm)
+    axis.set_xscale("log")
+    axis.set_xticks(results["shots"], [str(k) for k in results["shots"]])
+    axis.set_xlabel("training images a class (k)")
+    axis.set_ylabel("test accuracy (balanced test split)")
+    axis.set_title(f"{family}, {target} target", fontsize=10, loc="left")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+  figure.suptitle("Mean over draws x seeds, bars: 95% t interval of the mean", fontsize=9)
+  figure.tight_layout()
+  figure.savefig(path, dpi=110, bbox_inches="tight")
+  pyplot.close(figure)
+
+
+# --- The command --------------------------------------------------------------------
+
+FLAGS = flags.FLAGS
+flags.DEFINE_boolean("quick", False, "NFNet-nano, both targets, k = 5, scratch / linear "
+                     "probe / full fine-tune, draw 0 seed 0 (about 10 minutes).")
+flags.DEFINE_list("families", list(FAMILIES), f"Zoo families: {', '.join(FAMILIES)}.")
+flags.DEFINE_list("targets", list(TARGETS), "near (unseen Fashion-MNIST classes), far "
+                  "(digits).")
+flags.DEFINE_list("shots", [str(k) for k in DEFAULT_SHOTS], "Training images a class (k).")
+flags.DEFINE_list("arms", [SHORT[a] for a in ARMS], f"Arms: {', '.join(SHORT.values())}.")
+flags.DEFINE_list("draws", ["0", "1", "2"], "k-shot draws (SPLIT_SEED) of every cell.")
+flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (SEED) of every draw.")
+flags.DEFINE_integer("large_k_runs", 3, "Runs a cell at the largest k when more than "
+                     "10 a class: the first (draw, seed) pairs, draw = seed.", lower_bound=1)
+flags.DEFINE_string("fashion_mnist_dir", "/usr/share/datasets/fashion-mnist",
+                    "Zalando's four Fashion-MNIST files (Debian's dataset-fashion-mnist).")
+flags.DEFINE_integer("source_epochs", None, "Epochs of every source run (default: the "
+                     "family's).", lower_bound=1)
+flags.DEFINE_string("out_dir", None, "Where runs, table and plot go (default: "
+                    "runs/transfer_benchmark under the working directory); rerun with "
+                    "the same one to skip what is done.")
+flags.DEFINE_boolean("rerun_stale", False, "Delete and rerun every run directory that "
+                     "holds another configuration's or another code's run.")
+
+
+def whole_numbers(flag, values, low):
+  if not values or any(not re.fullmatch(r"\d+", v) or int(v) < low for v in values):
+    runs_lib.fail(f"--{flag}={','.join(values)}: give whole numbers >= {low}, e.g. "
+                  f"--{flag}=0,1,2")
+  return tuple(int(v) for v in values)
+
+
+def known(flag, values, choices):
+  unknown = [v for v in values if v not in choices]
+  if unknown or not values:
+    runs_lib.fail(f"--{flag}={','.join(values)}: choose from {', '.join(choices)}")
+  return tuple(values)
+
+
+def chosen():
+  """The grid: families, targets, shots, arms, draws, seeds."""
+  if FLAGS.quick:
+    return QUICK
+  by_short = {s: a for a, s in SHORT.items()}
+  return dict(families=known("families", FLAGS.families, list(FAMILIES)),
+              targets=known("targets", FLAGS.targets, list(TARGETS)),
+              shots=tuple(sorted(set(whole_numbers("shots", FLAGS.shots, 1)))),
+              arms=tuple(by_short[a] for a in known("arms", FLAGS.arms, list(by_short))),
+              draws=whole_numbers("draws", FLAGS.draws, 0),
+              seeds=whole_numbers("seeds", FLAGS.seeds, 0))
+
+
+def pairs(grid, k):
+  """The (draw, seed) runs of a cell: every pair, or at a large k (> 10) the first
+  --large_k_runs with draw = seed."""
+  every = [(d, s) for d in grid["draws"] for s in grid["seeds"]]
+  if k <= 10:
+    return every
+  diagonal = [(d, d) for d in grid["draws"] if d in grid["seeds"]] or every
+  return diagonal[:FLAGS.large_k_runs]
+
+
+def main(argv):
+  del argv
+  grid = chosen()
+  if not os.path.isdir(FLAGS.fashion_mnist_dir):
+    runs_lib.fail(f"--fashion_mnist_dir={FLAGS.fashion_mnist_dir!r} is not a directory: "
+                  "install Debian's dataset-fashion-mnist or give the folder of "
+                  "Zalando's four files")
+  root = os.path.abspath(FLAGS.out_dir or os.path.join(
+      os.environ.get("BUILD_WORKING_DIRECTORY", "."), "runs", "transfer_benchmark"))
+  digest = runs_lib.code_digest()
+  results = {"benchmark": "transfer", "steps": STEPS, "batch": BATCH,
+             "source_classes": list(SOURCE_CLASSES), "near_classes": list(NEAR_CLASSES),
+             "families": list(grid["families"]), "targets": list(grid["targets"]),
+             "shots": list(grid["shots"]), "arms": list(grid["arms"]),
+             "draws": list(grid["draws"]), "seeds": list(grid["seeds"]),
+             "command": "./bazelw run //benchmarks:transfer -- " + " ".join(
+                 shlex.quote(a) for a in sys.argv[1:]),
+             "date": datetime.date.today().isoformat(), "machine": runs_lib.machine(),
+             "load_average_before": [round(x, 2) for x in os.getloadavg()],
+             "code": digest, "revision": runs_lib.revision(), "sources": {}, "runs": []}
+  began = time.time()
+
+  def train(run):
+    try:
+      return runs_lib.train_timed(run, digest, rerun_stale=FLAGS.rerun_stale)
+    except runs_lib.StaleRun as e:
+      runs_lib.fail(str(e))
+
+  for name in grid["families"]:
+    run = source_run(name, root, FLAGS.fashion_mnist_dir, FLAGS.source_epochs)
+    metrics, wall = train(run)
+    path = os.path.join(run.model_dir, FAMILIES[name].weights_file)
+    sha256 = export_source(name, run.model_dir, path)
+    results["sources"][name] = {**record(metrics, wall), "weights": path, "sha256": sha256}
+    print(f"source {name}: test accuracy {metrics['balanced_accuracy']:.3f} on the source "
+          f"classes; weights {path} ({time.time() - began:.0f} s so far)", flush=True)
+    for target in grid["targets"]:
+      for k in grid["shots"]:
+        for arm in grid["arms"]:
+          for draw, seed in pairs(grid, k):
+            run = target_run(name, target, k, arm, draw, seed, root,
+                             FLAGS.fashion_mnist_dir, path, sha256)
+            metrics, wall = train(run)
+            results["runs"].append({"family": name, "target": target, "k": k, "arm": arm,
+                                    "draw": draw, "seed": seed, **record(metrics, wall)})
+            print(f"{name} {target} k={k} {arm} draw {draw} seed {seed}: "
+                  f"{metrics['balanced_accuracy']:.3f} ({time.time() - began:.0f} s so far)",
+                  flush=True)
+  results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+  text = tables.transfer_caption(results) + "\n\n" + tables.transfer(results)
+  print(text)
+  with open(os.path.join(root, "transfer.json"), "w") as f:
+    json.dump(results, f, indent=1)
+  with open(os.path.join(root, "transfer.md"), "w") as f:
+    f.write(text + "\n")
+  plot(results, os.path.join(root, "transfer.png"))
+  print(f"Raw results, table and plot in {root} (transfer.json, transfer.md, transfer.png)")
+
+
+if __name__ == "__main__":
+  app.run(main)
