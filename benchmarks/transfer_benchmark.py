@@ -23,9 +23,9 @@ Arms (the fine-tune recipe's switches, recipes/configs/runs/finetune.gin): scrat
 weights), linear probe (FREEZE_BACKBONE), full fine-tune, two phases (HEAD_EPOCHS = a
 third of the run, then all at 0.1x), layer-wise rate decay 0.75 (LAYER_DECAY), weight
 EMA (WEIGHT_EMA, 0.99), BiT-HyperRule (its own length, rate and 128 px resolution).
-Every arm but BiT trains the recipe's rate for about STEPS steps at batch 20 (a small
-draw echoed before augmentation to fill an epoch of 10 batches); nothing is chosen on the test split (no choice is made at all: the
-recipe's rate and this fixed length).
+Every arm but BiT trains the recipe's rate for about --steps (100) steps at batch 20
+(a small draw echoed before augmentation to fill an epoch of 10 batches). Nothing is
+chosen on the test split, nor at all: the recipe's rate and this fixed length.
 
 Runs are keyed (benchmarks/runs.py): a rerun reads finished runs of the same
 configuration and code, resumes interrupted ones, refuses stale ones (--rerun_stale).
@@ -94,11 +94,11 @@ def length(k, num_classes, steps=STEPS, batch=BATCH, epoch_steps=10):
   return echo, max(1, round(steps / (n * echo // batch)))
 
 
-def arm_run(arm, epochs):
+def arm_run(arm, epochs, steps=STEPS):
   """(Gin files added, bindings) of an arm."""
-  if arm == "BiT-HyperRule":
+  if arm == "BiT-HyperRule":  # its rule: 500 steps below 20k images, scaled to `steps`
     return (["recipes/configs/runs/bit_hyperrule.gin"],
-            [f"BIT_SCHEDULE_SCALE = {STEPS / 500:g}"])  # 500 steps below 20k images
+            [f"BIT_SCHEDULE_SCALE = {steps / 500:g}"])
   return [], {
       SCRATCH: ["WEIGHTS = None"],
       LINEAR: ["FREEZE_BACKBONE = True"],
@@ -119,7 +119,8 @@ def target_bindings(target, k, draw, fashion_dir):
   return [], ["Task.validation_per_class = 10", f"SHOTS = {k}", f"SPLIT_SEED = {draw}"]
 
 
-def source_run(name, root, fashion_dir, epochs=None):
+def source_run(name, root, fashion_dir, epochs=None, extra=()):
+  """The source's pretraining run: `name` from scratch on SOURCE_CLASSES, batch 128."""
   family = FAMILIES[name]
   return runs_lib.Run(
       gin_files=(family.recipe, CLASSES_GIN),
@@ -127,23 +128,25 @@ def source_run(name, root, fashion_dir, epochs=None):
                 f"CLASSES = {SOURCE_CLASSES}", f"NUM_CLASSES = {len(SOURCE_CLASSES)}",
                 "WEIGHTS = None", "BATCH_SIZE = 128",
                 f"LEARNING_RATE = {family.source_learning_rate}",
-                f"EPOCHS = {epochs or family.source_epochs}"),
+                f"EPOCHS = {epochs or family.source_epochs}", *extra),
       model_dir=os.path.join(root, "source", name))
 
 
-def target_run(name, target, k, arm, draw, seed, root, fashion_dir, weights, sha256):
-  """The run of one cell's (draw, seed); `weights`: the source's file."""
+def target_run(name, target, k, arm, draw, seed, root, fashion_dir, weights, sha256,
+               steps=STEPS, extra=()):
+  """The run of one cell's (draw, seed); `weights`: the source's file; `extra`:
+  bindings added to every run."""
   family = FAMILIES[name]
   files, data = target_bindings(target, k, draw, fashion_dir)
   num_classes = len(NEAR_CLASSES) if target == "near" else 10
-  echo, epochs = length(k, num_classes)
-  arm_files, arm_bindings = arm_run(arm, epochs)
+  echo, epochs = length(k, num_classes, steps)
+  arm_files, arm_bindings = arm_run(arm, epochs, steps)
   pretrained = [f"WEIGHTS = {weights!r}", f"zoo.build.weights_sha256 = {sha256!r}"]
   return runs_lib.Run(
       gin_files=(family.recipe, *files, *arm_files),
       bindings=(*COMMON, f"SEED = {seed}", *data, f"BATCH_SIZE = {BATCH}",
                 f"InputPipeline.echo_factor = {echo}", f"EPOCHS = {epochs}", f"Runtime.checkpoint_every_epochs = {epochs}",
-                *([] if arm == SCRATCH else pretrained), *arm_bindings),
+                *([] if arm == SCRATCH else pretrained), *extra, *arm_bindings),
       model_dir=os.path.join(root, name, target, f"k{k}", SHORT[arm],
                              f"draw{draw}_seed{seed}"))
 
@@ -229,8 +232,12 @@ flags.DEFINE_integer("large_k_runs", 3, "Runs a cell at the largest k when more 
                      "10 a class: the first (draw, seed) pairs, draw = seed.", lower_bound=1)
 flags.DEFINE_string("fashion_mnist_dir", "/usr/share/datasets/fashion-mnist",
                     "Zalando's four Fashion-MNIST files (Debian's dataset-fashion-mnist).")
+flags.DEFINE_integer("steps", STEPS, "Steps of a target run (about: whole epochs).",
+                     lower_bound=1)
 flags.DEFINE_integer("source_epochs", None, "Epochs of every source run (default: the "
                      "family's).", lower_bound=1)
+flags.DEFINE_multi_string("gin_bindings", [], "Bindings added to every run (before the "
+                          "arm's own).")
 flags.DEFINE_string("out_dir", None, "Where runs, table and plot go (default: "
                     "runs/transfer_benchmark under the working directory); rerun with "
                     "the same one to skip what is done.")
@@ -285,10 +292,10 @@ def main(argv):
   root = os.path.abspath(FLAGS.out_dir or os.path.join(
       os.environ.get("BUILD_WORKING_DIRECTORY", "."), "runs", "transfer_benchmark"))
   digest = runs_lib.code_digest()
-  results = {"benchmark": "transfer", "steps": STEPS, "batch": BATCH,
+  results = {"benchmark": "transfer", "steps": FLAGS.steps, "batch": BATCH,
              "source_classes": list(SOURCE_CLASSES), "near_classes": list(NEAR_CLASSES),
              "families": list(grid["families"]), "targets": list(grid["targets"]),
-             "shots": list(grid["shots"]), "arms": list(grid["arms"]),
+             "shots": list(grid["shots"]), "extra_bindings": FLAGS.gin_bindings, "arms": list(grid["arms"]),
              "draws": list(grid["draws"]), "seeds": list(grid["seeds"]),
              "command": "./bazelw run //benchmarks:transfer -- " + " ".join(
                  shlex.quote(a) for a in sys.argv[1:]),
@@ -304,7 +311,8 @@ def main(argv):
       runs_lib.fail(str(e))
 
   for name in grid["families"]:
-    run = source_run(name, root, FLAGS.fashion_mnist_dir, FLAGS.source_epochs)
+    run = source_run(name, root, FLAGS.fashion_mnist_dir, FLAGS.source_epochs,
+                     FLAGS.gin_bindings)
     metrics, wall = train(run)
     path = os.path.join(run.model_dir, FAMILIES[name].weights_file)
     sha256 = export_source(name, run.model_dir, path)
@@ -316,7 +324,8 @@ def main(argv):
         for arm in grid["arms"]:
           for draw, seed in pairs(grid, k):
             run = target_run(name, target, k, arm, draw, seed, root,
-                             FLAGS.fashion_mnist_dir, path, sha256)
+                             FLAGS.fashion_mnist_dir, path, sha256, FLAGS.steps,
+                             FLAGS.gin_bindings)
             metrics, wall = train(run)
             results["runs"].append({"family": name, "target": target, "k": k, "arm": arm,
                                     "draw": draw, "seed": seed, **record(metrics, wall)})

@@ -2,7 +2,6 @@
 flagship (2 epochs, the deferred ones switching at epoch 1), runs are keyed on what was
 run (a stale run is refused, not reported), and the table comes from the JSON alone."""
 
-import ast
 import json
 import os
 import re
@@ -14,34 +13,13 @@ from benchmarks import long_tail_benchmark as bench
 from benchmarks import runs as runs_lib
 from benchmarks import stats
 from benchmarks import tables
+from tests.benchmarks.operative import operative_values
+from tests.benchmarks.operative import same_value
+from tests.benchmarks.operative import short_name
 
 TINY = "tests/recipes/configs/nfnet_long_tail_tiny.gin"  # a test-only recipe
 # The validation split the stages choosing tau need (the benchmark's recipe has one).
 HOLDOUT = ("Task.validation_per_class = 3",)
-
-
-def short_name(name):
-  """A binding's name as an operative config writes it: Gin drops a configurable's
-  module when the name is unambiguous ('tricks.Sampler.kind' is written
-  'Sampler.kind'); a scope ('stage2/') stays."""
-  scope, _, rest = name.rpartition("/")
-  short = ".".join(rest.split(".")[-2:])
-  return f"{scope}/{short}" if scope else short
-
-
-def operative_values(path):
-  """{'NAME' or 'configurable.parameter' (short_name): value text} of an
-  operative_config.gin."""
-  with open(path) as f:
-    return {short_name(k): v for k, v in
-            re.findall(r"^([\w./]+) = (.+)$", f.read(), flags=re.M)}
-
-
-def same_value(a, b):
-  try:
-    return ast.literal_eval(a) == ast.literal_eval(b)
-  except (ValueError, SyntaxError):
-    return a.replace(" ", "") == b.replace(" ", "")
 
 
 class LongTailBenchmarkTest(tf.test.TestCase):

@@ -1,0 +1,197 @@
+"""//benchmarks:transfer: its runs' lengths and pairing, the source written in each
+family's download format and read back through zoo.build's `weights`, the table's
+intervals against the t formula, and the whole command on a small Fashion-MNIST
+written here (every arm's bindings reach its run; a rerun reads the runs back)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from benchmarks import runs as runs_lib
+from benchmarks import tables
+from benchmarks import transfer_benchmark as bench
+from tests.benchmarks import operative
+from tests.recipes.data import fashion_mnist_test
+from zoo import registry
+
+# Student's t, two-sided 95%, from a printed table (e.g. Fisher & Yates): 2 and 8 df.
+T_975 = {2: 4.303, 8: 2.306}
+
+
+class LengthTest(tf.test.TestCase):
+
+  def test_echo_fills_ten_batches_of_twenty_and_steps_stay_about_the_same(self):
+    # (k, classes) -> (echo, epochs): n * echo >= 200 images an epoch, 10 batches of 20.
+    for (k, classes), want in {(1, 5): (40, 10), (1, 10): (20, 10), (5, 5): (8, 10),
+                               (10, 5): (4, 10), (10, 10): (2, 10),
+                               (50, 5): (1, 8)}.items():
+      echo, epochs = bench.length(k, classes)
+      self.assertEqual((echo, epochs), want, msg=(k, classes))
+      steps = epochs * (k * classes * echo // bench.BATCH)
+      self.assertBetween(steps, 90, 110)
+
+  def test_arms_of_a_cell_share_draw_and_seed_and_differ_only_in_their_switch(self):
+    runs = {arm: bench.target_run("nfnet_nano", "near", 5, arm, 2, 1, "/r", "/fm",
+                                  "/w.npz", "ab" * 32) for arm in bench.ARMS}
+    for arm, run in runs.items():
+      self.assertIn("SPLIT_SEED = 2", run.bindings)
+      self.assertIn("SEED = 1", run.bindings)
+      self.assertIn("SHOTS = 5", run.bindings)
+      self.assertEqual(os.path.basename(run.model_dir), "draw2_seed1")
+      pretrained = "WEIGHTS = '/w.npz'" in run.bindings
+      self.assertEqual(pretrained, arm != bench.SCRATCH, msg=arm)
+      self.assertEqual(f"zoo.build.weights_sha256 = '{'ab' * 32}'" in run.bindings,
+                       pretrained)
+    self.assertIn("WEIGHTS = None", runs[bench.SCRATCH].bindings)
+    self.assertIn("FREEZE_BACKBONE = True", runs[bench.LINEAR].bindings)
+    self.assertIn("HEAD_EPOCHS = 3", runs["two phases"].bindings)  # a third of 10
+    self.assertIn("recipes/configs/runs/bit_hyperrule.gin", runs["BiT-HyperRule"].gin_files)
+    far = bench.target_run("resnet50", "far", 5, bench.LINEAR, 0, 0, "/r", "/fm", "/w.h5",
+                           "00")
+    self.assertEqual(far.gin_files, ("recipes/resnet50_finetune.gin",))  # its digits
+    self.assertNotIn(bench.CLASSES_GIN, far.gin_files)
+
+
+class ExportTest(tf.test.TestCase):
+
+  def export_and_reload(self, name, suffix):
+    """The exported source's features equal the trained model's, read back by
+    zoo.build(weights=...) under a new head of another class count."""
+    model = registry.build(name, num_classes=5, input_shape=(None, None, 3))
+    rng = np.random.default_rng(0)
+    for w in model.weights:  # weights no initialiser would give, BatchNorm stats too
+      w.assign(w + rng.normal(scale=0.05, size=w.shape).astype(np.float32))
+    model_dir = self.create_tempdir().full_path
+    os.makedirs(os.path.join(model_dir, "checkpoints"))
+    tf.train.Checkpoint(model=model).write(os.path.join(model_dir, "checkpoints", "ckpt-7"))
+    path = os.path.join(model_dir, "source" + suffix)
+    sha256 = bench.export_source(name, model_dir, path)
+    self.assertLen(sha256, 64)
+    again = registry.build(name, num_classes=3, input_shape=(None, None, 3), weights=path,
+                           weights_sha256=sha256)
+    x = tf.random.stateless_uniform((2, 32, 32, 3), seed=[1, 2], maxval=255.0)
+    features = lambda m: tf_keras_features(m)(x, training=False)
+    self.assertAllClose(features(again), features(model), rtol=1e-5, atol=1e-5)
+    self.assertEqual(again.get_layer("logits").kernel.shape[-1], 3)
+    self.assertEqual(sorted(os.listdir(model_dir)), ["checkpoints", "source" + suffix])
+
+  def test_nfnet_as_deepmind_npz(self):
+    self.export_and_reload("nfnet_nano", ".npz")
+
+  def test_resnet50_as_keras_no_top_h5(self):
+    self.export_and_reload("resnet50", ".h5")
+
+
+def tf_keras_features(model):
+  import tf_keras  # pylint: disable=import-outside-toplevel
+  return tf_keras.Model(model.inputs, model.get_layer("logits").input)
+
+
+class TableTest(tf.test.TestCase):
+
+  def results(self):
+    runs = []
+    for arm, offset in ((bench.SCRATCH, 0.0), (bench.LINEAR, 0.1), ("full fine-tune", 0.2)):
+      for i, (draw, seed) in enumerate((d, s) for d in range(3) for s in range(3)):
+        runs.append({"family": "nfnet_nano", "target": "near", "k": 1, "arm": arm,
+                     "draw": draw, "seed": seed,
+                     "balanced_accuracy": 0.5 + offset + 0.01 * i + (0.03 if arm == (
+                         "full fine-tune") and i % 2 else 0.0)})
+    return {"families": ["nfnet_nano"], "targets": ["near"], "shots": [1],
+            "arms": [bench.SCRATCH, bench.LINEAR, "full fine-tune"], "runs": runs}
+
+  def test_intervals_and_paired_differences_follow_the_t_formula(self):
+    results = self.results()
+    values = np.array([0.5 + 0.01 * i for i in range(9)])
+    mean, low, high = tables.interval(tables.cell_values(results, "nfnet_nano", "near", 1,
+                                                          bench.SCRATCH))
+    half = T_975[8] * values.std(ddof=1) / 3.0
+    self.assertAllClose([mean, low, high], [values.mean(), values.mean() - half,
+                                            values.mean() + half], atol=2e-4)
+    text = tables.transfer(results)
+    rows = {line.split(" | ")[3]: line for line in text.splitlines()[2:]}
+    # Linear probe - scratch: +0.1 in every pair, no spread: ahead.
+    self.assertIn("| +0.100 [+0.100, +0.100] ahead |", rows[bench.LINEAR])
+    # Full - linear probe: differences 0.1 + 0.03 on odd pairs (4 of 9).
+    d = 0.1 + 0.03 * (np.arange(9) % 2)
+    half = T_975[8] * d.std(ddof=1) / 3.0
+    self.assertIn(f"{d.mean():+.3f} [{d.mean() - half:+.3f}, {d.mean() + half:+.3f}] ahead",
+                  rows["full fine-tune"])
+    self.assertIn("| 9 |", rows["full fine-tune"])
+    self.assertEqual(tables.transfer(results, methods=[bench.LINEAR]).count("\n"), 2)
+
+  def test_one_run_a_cell_has_no_interval_and_no_verdict(self):
+    results = self.results()
+    results["runs"] = [r for r in results["runs"] if (r["draw"], r["seed"]) == (0, 0)]
+    text = tables.transfer(results)
+    self.assertIn("| 1 | 0.600 | +0.100 (1 pair) | — |", text)
+
+
+class CommandTest(tf.test.TestCase):
+  """The whole command on a small Fashion-MNIST (130 training images a class, 5 test)."""
+
+  def command(self, *args):
+    env = dict(os.environ, PYTHONPATH=runs_lib.ROOT)
+    return subprocess.run([sys.executable, "-m", "benchmarks.transfer_benchmark", *args],
+                          cwd=runs_lib.ROOT, env=env, capture_output=True, text=True,
+                          check=False)
+
+  def test_every_arm_runs_with_its_bindings_and_a_rerun_reads_them_back(self):
+    data = self.create_tempdir().full_path
+    fashion_mnist_test.write_release(data, n_train=1300, n_test=50)
+    out = self.create_tempdir().full_path
+    args = [f"--out_dir={out}", f"--fashion_mnist_dir={data}", "--families=nfnet_nano",
+            "--targets=near", "--shots=1", "--draws=0", "--seeds=0", "--steps=4",
+            "--source_epochs=1", "--gin_bindings=fashion_mnist.md5 = None"]
+    done = self.command(*args)
+    self.assertEqual(done.returncode, 0, msg=done.stderr[-3000:])
+    with open(os.path.join(out, "transfer.json")) as f:
+      results = json.load(f)
+    self.assertEqual([r["arm"] for r in results["runs"]], list(bench.ARMS))
+    source = results["sources"]["nfnet_nano"]
+    self.assertEqual(source["train_class_counts"], [30] * 5)  # 130 less 100 held out
+    self.assertEqual(os.path.basename(source["weights"]), "nfnet_nano_source.npz")
+    for run in results["runs"]:
+      self.assertEqual(run["train_class_counts"], [1] * 5)
+      self.assertEqual(run["num_test_examples"], 25)  # 5 a class of the 5 unseen
+      self.assertBetween(run["balanced_accuracy"], 0.0, 1.0)
+    for arm in bench.ARMS:  # each arm's switch reached its run (a typo would not)
+      run = bench.target_run("nfnet_nano", "near", 1, arm, 0, 0, out, data,
+                             source["weights"], source["sha256"], 4)
+      values = operative.operative_values(os.path.join(run.model_dir,
+                                                       "operative_config.gin"))
+      for binding in bench.arm_run(arm, bench.length(1, 5, 4)[1], 4)[1]:
+        name, value = (p.strip() for p in binding.split("=", 1))
+        self.assertTrue(operative.same_value(values[operative.short_name(name)], value),
+                        msg=binding)
+      if arm != bench.SCRATCH:  # the source's file, by its hash
+        self.assertIn(source["sha256"], values["build.weights_sha256"])
+    self.assertIn("| nfnet_nano | near | 1 | linear probe | 1 |", done.stdout)
+    self.assertTrue(os.path.getsize(os.path.join(out, "transfer.png")) > 0)
+    again = self.command(*args)  # every run read back: the same figures
+    self.assertEqual(again.returncode, 0, msg=again.stderr[-3000:])
+    with open(os.path.join(out, "transfer.json")) as f:
+      reread = json.load(f)
+    self.assertEqual([r["balanced_accuracy"] for r in reread["runs"]],
+                     [r["balanced_accuracy"] for r in results["runs"]])
+    self.assertEqual([r["wall_seconds"] for r in reread["runs"]],
+                     [r["wall_seconds"] for r in results["runs"]])
+
+  def test_bad_flags_are_one_line_errors(self):
+    for flag, message in (("--shots=0", "--shots=0: give whole numbers >= 1"),
+                          ("--shots=a", "--shots=a: give whole numbers"),
+                          ("--families=vgg", "--families=vgg: choose from nfnet_nano"),
+                          ("--arms=full,dropout", "choose from scratch, linear"),
+                          ("--fashion_mnist_dir=/nonexistent", "is not a directory")):
+      done = self.command(flag, f"--out_dir={self.create_tempdir().full_path}")
+      self.assertEqual(done.returncode, 2, msg=flag)
+      self.assertRegex(done.stderr.strip(), f"^error: .*{message}", msg=flag)
+      self.assertEqual(len(done.stderr.strip().splitlines()), 1, msg=done.stderr)
+
+
+if __name__ == "__main__":
+  tf.test.main()
