@@ -180,5 +180,18 @@ def transfer_caption(results):
           "interval, a paired t test with n - 1 degrees of freedom (benchmarks/stats.py)")
 
 
+def pixel_centroid(results, methods=None):
+  """The no-training reference of transfer.json: the nearest class mean in raw pixels,
+  test accuracy over random k-shot draws (mean and 95% t interval)."""
+  del methods
+  lines = ["| target | k | draws | raw-pixel nearest class mean, test accuracy [95%] |",
+           "|---|---|---|---|"]
+  for target, by_k in results.get("pixel_centroid", {}).items():
+    for k, values in by_k.items():
+      mean, low, high = interval(dict(enumerate(values)))
+      lines.append(f"| {target} | {k} | {len(values)} | {mean:.3f} [{low:.3f}, {high:.3f}] |")
+  return "\n".join(lines)
+
+
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
-             "transfer": transfer}
+             "transfer": transfer, "pixel_centroid": pixel_centroid}

@@ -29,9 +29,11 @@ chosen on the test split, nor at all: the recipe's rate and this fixed length.
 
 Runs are keyed (benchmarks/runs.py): a rerun reads finished runs of the same
 configuration and code, resumes interrupted ones, refuses stale ones (--rerun_stale).
-Writes transfer.json (every run's figures, the command, date, machine), transfer.md
-(the table, rendered from that JSON alone: benchmarks/tables.py) and transfer.png
-(test accuracy against k, one line an arm).
+Beside the runs, a reference that trains nothing: the nearest class mean in raw pixels
+over 50 random k-shot draws of each target (how far a target is solvable from its
+pixels alone). Writes transfer.json (every run's figures, the command, date, machine),
+transfer.md (the tables, rendered from that JSON alone: benchmarks/tables.py) and
+transfer.png (test accuracy against k, one line an arm).
 """
 
 import dataclasses
@@ -171,6 +173,44 @@ def export_source(name, model_dir, path):
   return pretrained.sha256_of(path)
 
 
+def target_arrays(target, fashion_dir, extra=()):
+  """(train images, train labels, test images, test labels) of a target as the runs
+  see them before any draw: grey pixels in 0..1, flattened."""
+  # pylint: disable=import-outside-toplevel
+  import numpy as np
+  if target == "near":
+    from recipes.data import fashion_mnist
+    md5 = None if "fashion_mnist.md5 = None" in extra else "official"
+    kept = fashion_mnist.keep_classes(fashion_mnist.load(fashion_dir, md5), NEAR_CLASSES)
+    (train_x, train_y), (test_x, test_y) = kept["train"], kept["test"]
+  else:
+    from recipes.data import digits
+    from recipes.data import source
+    images, labels = digits.load_arrays()
+    train, test = source.balanced_holdout(labels, 70, 0)  # the recipes' digits test
+    train_x, train_y, test_x, test_y = images[train], labels[train], images[test], labels[test]
+  flat = lambda x: x[..., 0].reshape(len(x), -1).astype(np.float32) / 255.0
+  return flat(train_x), train_y, flat(test_x), test_y
+
+
+def pixel_centroid(arrays, k, draws=50, seed=0):
+  """Test accuracies of the nearest class mean in raw pixels (no training, no model)
+  over `draws` random k-shot draws: how far a target is solvable from its pixels."""
+  # pylint: disable=import-outside-toplevel
+  import numpy as np
+  train_x, train_y, test_x, test_y = arrays
+  classes = np.unique(train_y)
+  rng = np.random.default_rng(seed)
+  accuracies = []
+  for _ in range(draws):
+    means = np.stack([train_x[rng.choice(np.flatnonzero(train_y == c), k, replace=False)]
+                      .mean(axis=0) for c in classes])
+    distances = ((test_x ** 2).sum(1)[:, None] - 2 * test_x @ means.T
+                 + (means ** 2).sum(1)[None, :])
+    accuracies.append(float(np.mean(classes[distances.argmin(1)] == test_y)))
+  return accuracies
+
+
 def record(metrics, wall):
   """What the JSON keeps of a run."""
   return {"balanced_accuracy": metrics.get("balanced_accuracy"),
@@ -301,7 +341,8 @@ def main(argv):
                  shlex.quote(a) for a in sys.argv[1:]),
              "date": datetime.date.today().isoformat(), "machine": runs_lib.machine(),
              "load_average_before": [round(x, 2) for x in os.getloadavg()],
-             "code": digest, "revision": runs_lib.revision(), "sources": {}, "runs": []}
+             "code": digest, "revision": runs_lib.revision(), "sources": {}, "runs": [],
+             "pixel_centroid": {}}
   began = time.time()
 
   def train(run):
@@ -315,7 +356,11 @@ def main(argv):
                      FLAGS.gin_bindings)
     metrics, wall = train(run)
     path = os.path.join(run.model_dir, FAMILIES[name].weights_file)
-    sha256 = export_source(name, run.model_dir, path)
+    if os.path.exists(path):  # written from this keyed run's final checkpoint
+      from zoo import pretrained  # pylint: disable=import-outside-toplevel
+      sha256 = pretrained.sha256_of(path)
+    else:  # (a file's zip or HDF5 headers hold the time: written once)
+      sha256 = export_source(name, run.model_dir, path)
     results["sources"][name] = {**record(metrics, wall), "weights": path, "sha256": sha256}
     print(f"source {name}: test accuracy {metrics['balanced_accuracy']:.3f} on the source "
           f"classes; weights {path} ({time.time() - began:.0f} s so far)", flush=True)
@@ -332,8 +377,13 @@ def main(argv):
             print(f"{name} {target} k={k} {arm} draw {draw} seed {seed}: "
                   f"{metrics['balanced_accuracy']:.3f} ({time.time() - began:.0f} s so far)",
                   flush=True)
+  for target in grid["targets"]:
+    arrays = target_arrays(target, FLAGS.fashion_mnist_dir, FLAGS.gin_bindings)
+    results["pixel_centroid"][target] = {str(k): pixel_centroid(arrays, k)
+                                         for k in grid["shots"]}
   results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-  text = tables.transfer_caption(results) + "\n\n" + tables.transfer(results)
+  text = (tables.transfer_caption(results) + "\n\n" + tables.transfer(results) + "\n\n"
+          + tables.pixel_centroid(results))
   print(text)
   with open(os.path.join(root, "transfer.json"), "w") as f:
     json.dump(results, f, indent=1)

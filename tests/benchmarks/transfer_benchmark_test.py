@@ -56,6 +56,23 @@ class LengthTest(tf.test.TestCase):
     self.assertNotIn(bench.CLASSES_GIN, far.gin_files)
 
 
+class PixelCentroidTest(tf.test.TestCase):
+
+  def test_nearest_class_mean_by_hand(self):
+    # k = 2 takes both examples of a class: means (0, 0.05) and (0.95, 0.95). Squared
+    # distances of (0.45, 0.45): 0.3625 and 0.5 -> class 0; (0.9, 0.8) -> 1; (0.1, 0) -> 0.
+    train_x = np.array([[0, 0], [0, 0.1], [1, 1], [0.9, 0.9]], np.float32)
+    train_y = np.array([0, 0, 1, 1])
+    test_x = np.array([[0.9, 0.8], [0.45, 0.45], [0.1, 0.0]], np.float32)
+    test_y = np.array([1, 0, 0])
+    self.assertEqual(bench.pixel_centroid((train_x, train_y, test_x, test_y), 2, draws=3),
+                     [1.0, 1.0, 1.0])
+    wrong = np.array([1, 1, 1])  # predicted 1, 0, 0: one right
+    self.assertAllClose(bench.pixel_centroid((train_x, train_y, test_x, wrong), 2, draws=1),
+                        [1 / 3])
+    self.assertLen(bench.pixel_centroid((train_x, train_y, test_x, test_y), 1, draws=7), 7)
+
+
 class ExportTest(tf.test.TestCase):
 
   def export_and_reload(self, name, suffix):
@@ -171,6 +188,8 @@ class CommandTest(tf.test.TestCase):
       if arm != bench.SCRATCH:  # the source's file, by its hash
         self.assertIn(source["sha256"], values["build.weights_sha256"])
     self.assertIn("| nfnet_nano | near | 1 | linear probe | 1 |", done.stdout)
+    self.assertLen(results["pixel_centroid"]["near"]["1"], 50)
+    self.assertIn("| near | 1 | 50 |", done.stdout)
     self.assertTrue(os.path.getsize(os.path.join(out, "transfer.png")) > 0)
     again = self.command(*args)  # every run read back: the same figures
     self.assertEqual(again.returncode, 0, msg=again.stderr[-3000:])
