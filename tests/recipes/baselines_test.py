@@ -25,6 +25,12 @@ class BaselinesTest(tf.test.TestCase):
       json.dump({"runs": {"cross-entropy": runs}}, f)
     return root
 
+  def test_every_readme_table_reaches_the_runs(self):
+    # Under Bazel a JSON missing from //:readme_data is absent here, and a run would
+    # print no baseline without a word.
+    for recipe, path in baselines.README_TABLES.items():
+      self.assertTrue(os.path.isfile(os.path.join(baselines.ROOT, path)), msg=recipe)
+
   def test_same_split_and_schedule(self):
     same = {k: RUN[k] for k in baselines.SAME}
     root = self.root_with({"0": dict(same, balanced_accuracy=0.70),
