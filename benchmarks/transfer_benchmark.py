@@ -219,7 +219,8 @@ def record(metrics, wall):
               "balanced_accuracy"),
           "num_test_examples": metrics.get("num_test_examples"),
           "train_class_counts": metrics.get("train_class_counts"),
-          "steps": metrics.get("steps"), "wall_seconds": wall}
+          "steps": metrics.get("steps"), "final_train_loss": metrics.get("final_train_loss"),
+          "wall_seconds": wall}
 
 
 def plot(results, path):
@@ -229,7 +230,9 @@ def plot(results, path):
   import matplotlib
   matplotlib.use("Agg")
   from matplotlib import pyplot
-  panels = sorted({(r["family"], r["target"]) for r in results["runs"]})
+  panels = sorted({(r["family"], r["target"]) for r in results["runs"]},
+                  key=lambda p: (results["families"].index(p[0]),
+                                 results["targets"].index(p[1])))
   figure, axes = pyplot.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2),
                                  squeeze=False)
   for axis, (family, target) in zip(axes[0], panels):
@@ -243,6 +246,12 @@ def plot(results, path):
       means = [i[0] for _, i in points]
       errors = [[i[0] - i[1] for _, i in points], [i[2] - i[0] for _, i in points]]
       axis.errorbar(ks, means, yerr=errors, marker="o", capsize=3, label=arm)
+    reference = results.get("pixel_centroid", {}).get(target, {})
+    points = [(k, tables.interval(dict(enumerate(reference[str(k)]))))
+              for k in results["shots"] if str(k) in reference]
+    if points:
+      axis.plot([k for k, _ in points], [i[0] for _, i in points], "--", color="0.5",
+                label="raw-pixel nearest class mean (no training)")
     axis.set_xscale("log")
     axis.set_xticks(results["shots"], [str(k) for k in results["shots"]])
     axis.set_xlabel("training images a class (k)")
