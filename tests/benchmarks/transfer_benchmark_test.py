@@ -163,7 +163,7 @@ class CommandTest(tf.test.TestCase):
     out = self.create_tempdir().full_path
     args = [f"--out_dir={out}", f"--fashion_mnist_dir={data}", "--families=nfnet_nano",
             "--targets=near", "--shots=1", "--draws=0", "--seeds=0", "--steps=4",
-            "--source_epochs=1", "--gin_bindings=fashion_mnist.md5 = None"]
+            "--source_epochs=3", "--gin_bindings=fashion_mnist.md5 = None"]  # 3 steps: warm-up
     done = self.command(*args)
     self.assertEqual(done.returncode, 0, msg=done.stderr[-3000:])
     with open(os.path.join(out, "transfer.json")) as f:
@@ -171,6 +171,7 @@ class CommandTest(tf.test.TestCase):
     self.assertEqual([r["arm"] for r in results["runs"]], list(bench.ARMS))
     source = results["sources"]["nfnet_nano"]
     self.assertEqual(source["train_class_counts"], [30] * 5)  # 130 less 100 held out
+    self.assertEqual(source["steps"], 3)  # 150 images at batch 128, 3 epochs
     self.assertEqual(os.path.basename(source["weights"]), "nfnet_nano_source.npz")
     for run in results["runs"]:
       self.assertEqual(run["train_class_counts"], [1] * 5)
