@@ -147,7 +147,8 @@ def target_run(name, target, k, arm, draw, seed, root, fashion_dir, weights, sha
   return runs_lib.Run(
       gin_files=(family.recipe, *files, *arm_files),
       bindings=(*COMMON, f"SEED = {seed}", *data, f"BATCH_SIZE = {BATCH}",
-                f"InputPipeline.echo_factor = {echo}", f"EPOCHS = {epochs}", f"Runtime.checkpoint_every_epochs = {epochs}",
+                f"InputPipeline.echo_factor = {echo}", f"EPOCHS = {epochs}",
+                f"Runtime.checkpoint_every_epochs = {epochs}",
                 *([] if arm == SCRATCH else pretrained), *extra, *arm_bindings),
       model_dir=os.path.join(root, name, target, f"k{k}", SHORT[arm],
                              f"draw{draw}_seed{seed}"))
@@ -344,7 +345,8 @@ def main(argv):
   results = {"benchmark": "transfer", "steps": FLAGS.steps, "batch": BATCH,
              "source_classes": list(SOURCE_CLASSES), "near_classes": list(NEAR_CLASSES),
              "families": list(grid["families"]), "targets": list(grid["targets"]),
-             "shots": list(grid["shots"]), "extra_bindings": FLAGS.gin_bindings, "arms": list(grid["arms"]),
+             "shots": list(grid["shots"]), "extra_bindings": FLAGS.gin_bindings,
+             "arms": list(grid["arms"]),
              "draws": list(grid["draws"]), "seeds": list(grid["seeds"]),
              "command": "./bazelw run //benchmarks:transfer -- " + " ".join(
                  shlex.quote(a) for a in sys.argv[1:]),
