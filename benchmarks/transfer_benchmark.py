@@ -92,6 +92,7 @@ def length(k, num_classes, steps=STEPS, batch=BATCH, epoch_steps=10):
   augmented anew) to about `epoch_steps` batches an epoch, so that neither the batch
   nor the evaluation's batches shrink with k, and a run is not 100 one-step epochs."""
   n = k * num_classes
+  epoch_steps = min(epoch_steps, max(1, steps // 3))  # two phases need 3 epochs or more
   echo = max(1, -(-epoch_steps * batch // n))
   return echo, max(1, round(steps / (n * echo // batch)))
 
@@ -283,7 +284,7 @@ flags.DEFINE_integer("large_k_runs", 3, "Runs a cell at the largest k when more 
 flags.DEFINE_string("fashion_mnist_dir", "/usr/share/datasets/fashion-mnist",
                     "Zalando's four Fashion-MNIST files (Debian's dataset-fashion-mnist).")
 flags.DEFINE_integer("steps", STEPS, "Steps of a target run (about: whole epochs).",
-                     lower_bound=1)
+                     lower_bound=3)
 flags.DEFINE_integer("source_epochs", None, "Epochs of every source run (default: the "
                      "family's).", lower_bound=1)
 flags.DEFINE_multi_string("gin_bindings", [], "Bindings added to every run (before the "

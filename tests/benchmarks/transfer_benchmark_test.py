@@ -33,6 +33,9 @@ class LengthTest(tf.test.TestCase):
       self.assertEqual((echo, epochs), want, msg=(k, classes))
       steps = epochs * (k * classes * echo // bench.BATCH)
       self.assertBetween(steps, 90, 110)
+    # A short run keeps 3 epochs or more (two phases give the head a third of them).
+    self.assertEqual(bench.length(1, 5, steps=4), (4, 4))  # 20 images an epoch, 1 batch
+    self.assertEqual(bench.length(1, 5, steps=30), (40, 3))
 
   def test_arms_of_a_cell_share_draw_and_seed_and_differ_only_in_their_switch(self):
     runs = {arm: bench.target_run("nfnet_nano", "near", 5, arm, 2, 1, "/r", "/fm",
