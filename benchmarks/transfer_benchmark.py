@@ -135,23 +135,35 @@ def source_run(name, root, fashion_dir, epochs=None, extra=()):
       model_dir=os.path.join(root, "source", name))
 
 
-def target_run(name, target, k, arm, draw, seed, root, fashion_dir, weights, sha256,
-               steps=STEPS, extra=()):
-  """The run of one cell's (draw, seed); `weights`: the source's file; `extra`:
-  bindings added to every run."""
+@dataclasses.dataclass(frozen=True)
+class Sitting:
+  """What every target run of a command shares: where runs go, the Fashion-MNIST
+  folder, the source's file and its SHA-256, the steps of a run and the bindings added
+  to every run."""
+  root: str
+  fashion_dir: str
+  weights: str = None
+  sha256: str = None
+  steps: int = STEPS
+  extra: tuple = ()
+
+
+def target_run(name, target, k, arm, draw, seed, sitting):
+  """The run of one cell's (draw, seed) in `sitting`."""
   family = FAMILIES[name]
-  files, data = target_bindings(target, k, draw, fashion_dir)
+  files, data = target_bindings(target, k, draw, sitting.fashion_dir)
   num_classes = len(NEAR_CLASSES) if target == "near" else 10
-  echo, epochs = length(k, num_classes, steps)
-  arm_files, arm_bindings = arm_run(arm, epochs, steps)
-  pretrained = [f"WEIGHTS = {weights!r}", f"zoo.build.weights_sha256 = {sha256!r}"]
+  echo, epochs = length(k, num_classes, sitting.steps)
+  arm_files, arm_bindings = arm_run(arm, epochs, sitting.steps)
+  pretrained = [f"WEIGHTS = {sitting.weights!r}",
+                f"zoo.build.weights_sha256 = {sitting.sha256!r}"]
   return runs_lib.Run(
       gin_files=(family.recipe, *files, *arm_files),
       bindings=(*COMMON, f"SEED = {seed}", *data, f"BATCH_SIZE = {BATCH}",
                 f"InputPipeline.echo_factor = {echo}", f"EPOCHS = {epochs}",
                 f"Runtime.checkpoint_every_epochs = {epochs}",
-                *([] if arm == SCRATCH else pretrained), *extra, *arm_bindings),
-      model_dir=os.path.join(root, name, target, f"k{k}", SHORT[arm],
+                *([] if arm == SCRATCH else pretrained), *sitting.extra, *arm_bindings),
+      model_dir=os.path.join(sitting.root, name, target, f"k{k}", SHORT[arm],
                              f"draw{draw}_seed{seed}"))
 
 
@@ -355,6 +367,8 @@ def main(argv):
              "load_average_before": [round(x, 2) for x in os.getloadavg()],
              "code": digest, "revision": runs_lib.revision(), "sources": {}, "runs": [],
              "pixel_centroid": {}}
+  sitting = Sitting(root, FLAGS.fashion_mnist_dir, steps=FLAGS.steps,
+                    extra=tuple(FLAGS.gin_bindings))
   began = time.time()
 
   def train(run):
@@ -364,26 +378,17 @@ def main(argv):
       runs_lib.fail(str(e))
 
   for name in grid["families"]:
-    run = source_run(name, root, FLAGS.fashion_mnist_dir, FLAGS.source_epochs,
-                     FLAGS.gin_bindings)
-    metrics, wall = train(run)
-    path = os.path.join(run.model_dir, FAMILIES[name].weights_file)
-    if os.path.exists(path):  # written from this keyed run's final checkpoint
-      from zoo import pretrained  # pylint: disable=import-outside-toplevel
-      sha256 = pretrained.sha256_of(path)
-    else:  # (a file's zip or HDF5 headers hold the time: written once)
-      sha256 = export_source(name, run.model_dir, path)
-    results["sources"][name] = {**record(metrics, wall), "weights": path, "sha256": sha256}
-    print(f"source {name}: test accuracy {metrics['balanced_accuracy']:.3f} on the source "
-          f"classes; weights {path} ({time.time() - began:.0f} s so far)", flush=True)
+    results["sources"][name] = source = pretrain(name, sitting, train)
+    print(f"source {name}: test accuracy {source['balanced_accuracy']:.3f} on the source "
+          f"classes; weights {source['weights']} ({time.time() - began:.0f} s so far)",
+          flush=True)
+    pretrained = dataclasses.replace(sitting, weights=source["weights"],
+                                     sha256=source["sha256"])
     for target in grid["targets"]:
       for k in grid["shots"]:
         for arm in grid["arms"]:
           for draw, seed in pairs(grid, k):
-            run = target_run(name, target, k, arm, draw, seed, root,
-                             FLAGS.fashion_mnist_dir, path, sha256, FLAGS.steps,
-                             FLAGS.gin_bindings)
-            metrics, wall = train(run)
+            metrics, wall = train(target_run(name, target, k, arm, draw, seed, pretrained))
             results["runs"].append({"family": name, "target": target, "k": k, "arm": arm,
                                     "draw": draw, "seed": seed, **record(metrics, wall)})
             print(f"{name} {target} k={k} {arm} draw {draw} seed {seed}: "
@@ -394,6 +399,26 @@ def main(argv):
     results["pixel_centroid"][target] = {str(k): pixel_centroid(arrays, k)
                                          for k in grid["shots"]}
   results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+  write(results, root)
+
+
+def pretrain(name, sitting, train):
+  """The source run of family `name` (trained by `train`, or read back) and its file in
+  the family's download format: record, weights path and SHA-256."""
+  run = source_run(name, sitting.root, sitting.fashion_dir, FLAGS.source_epochs,
+                   sitting.extra)
+  metrics, wall = train(run)
+  path = os.path.join(run.model_dir, FAMILIES[name].weights_file)
+  if os.path.exists(path):  # written from this keyed run's final checkpoint
+    from zoo import pretrained  # pylint: disable=import-outside-toplevel
+    sha256 = pretrained.sha256_of(path)
+  else:  # (a file's zip or HDF5 headers hold the time: written once)
+    sha256 = export_source(name, run.model_dir, path)
+  return {**record(metrics, wall), "weights": path, "sha256": sha256}
+
+
+def write(results, root):
+  """Prints the tables and writes transfer.json, transfer.md and transfer.png."""
   text = (tables.transfer_caption(results) + "\n\n" + tables.transfer(results) + "\n\n"
           + tables.pixel_centroid(results))
   print(text)

@@ -38,8 +38,9 @@ class LengthTest(tf.test.TestCase):
     self.assertEqual(bench.length(1, 5, steps=30), (40, 3))
 
   def test_arms_of_a_cell_share_draw_and_seed_and_differ_only_in_their_switch(self):
-    runs = {arm: bench.target_run("nfnet_nano", "near", 5, arm, 2, 1, "/r", "/fm",
-                                  "/w.npz", "ab" * 32) for arm in bench.ARMS}
+    sitting = bench.Sitting("/r", "/fm", weights="/w.npz", sha256="ab" * 32)
+    runs = {arm: bench.target_run("nfnet_nano", "near", 5, arm, 2, 1, sitting)
+            for arm in bench.ARMS}
     for arm, run in runs.items():
       self.assertIn("SPLIT_SEED = 2", run.bindings)
       self.assertIn("SEED = 1", run.bindings)
@@ -53,8 +54,8 @@ class LengthTest(tf.test.TestCase):
     self.assertIn("FREEZE_BACKBONE = True", runs[bench.LINEAR].bindings)
     self.assertIn("HEAD_EPOCHS = 3", runs["two phases"].bindings)  # a third of 10
     self.assertIn("recipes/configs/runs/bit_hyperrule.gin", runs["BiT-HyperRule"].gin_files)
-    far = bench.target_run("resnet50", "far", 5, bench.LINEAR, 0, 0, "/r", "/fm", "/w.h5",
-                           "00")
+    far = bench.target_run("resnet50", "far", 5, bench.LINEAR, 0, 0,
+                           bench.Sitting("/r", "/fm", weights="/w.h5", sha256="00"))
     self.assertEqual(far.gin_files, ("recipes/resnet50_finetune.gin",))  # its digits
     self.assertNotIn(bench.CLASSES_GIN, far.gin_files)
 
@@ -181,8 +182,9 @@ class CommandTest(tf.test.TestCase):
       self.assertEqual(run["num_test_examples"], 25)  # 5 a class of the 5 unseen
       self.assertBetween(run["balanced_accuracy"], 0.0, 1.0)
     for arm in bench.ARMS:  # each arm's switch reached its run (a typo would not)
-      run = bench.target_run("nfnet_nano", "near", 1, arm, 0, 0, out, data,
-                             source["weights"], source["sha256"], 4)
+      run = bench.target_run("nfnet_nano", "near", 1, arm, 0, 0, bench.Sitting(
+          out, data, source["weights"], source["sha256"], steps=4,
+          extra=("fashion_mnist.md5 = None",)))
       values = operative.operative_values(os.path.join(run.model_dir,
                                                        "operative_config.gin"))
       for binding in bench.arm_run(arm, bench.length(1, 5, 4)[1], 4)[1]:
