@@ -1,5 +1,9 @@
 """A real Slurm cluster on this machine for tests: munged, slurmctld and slurmd from
 Debian's slurm-wlm and munge, all state in one temporary directory, ports free now.
+The cluster's munged is its own (its socket, pid file, log and seed in the directory,
+named by `AuthInfo=socket=`), so two clusters at once (two tests) never share one: a
+shared munged stopped by the cluster that started it took the other's authentication
+with it.
 
 `install(nodes)` finds the daemons (and, for several nodes, iproute2 and root),
 installing Slurm with apt-get where it can (root on Debian), else says in one line why
@@ -25,6 +29,7 @@ import atexit
 import glob
 import ipaddress
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -32,7 +37,7 @@ import subprocess
 import time
 
 TOOLS = ("sbatch", "squeue", "scontrol", "scancel", "slurmctld", "slurmd", "munged")
-MUNGE_PID = "/run/munge/munged.pid"
+MUNGE = "munge"  # the cluster's munged's subdirectory (owned by the munge user)
 # Names of what a multi-node cluster makes: network namespaces <NETNS>-<pid>-<node>,
 # links <LINK><b|h><pid>x<node> (bridge, host end of a node's veth pair), and the
 # cluster directory's owner file.
@@ -55,7 +60,7 @@ SlurmctldPort={ctld_port}
 SlurmdPort={d_port}
 AuthType=auth/munge
 # A requeued job waits cred_expire seconds (120 by default) before it may start again.
-AuthInfo=cred_expire=15
+AuthInfo=cred_expire=15,socket={dir}/munge/munge.socket
 StateSaveLocation={dir}/state
 SlurmdSpoolDir={dir}/spool-%n
 SlurmctldPidFile={dir}/slurmctld.pid
@@ -142,13 +147,13 @@ def _command(pid):
     return ""
 
 
-def _stop(pid_file, timeout=30, slurm_only=False):
-  """SIGTERM the process in pid_file, SIGKILL after `timeout` s (with slurm_only, only
-  a Slurm daemon: a stale pid file's number may be another process's now)."""
+def _stop(pid_file, timeout=30, ours_only=False):
+  """SIGTERM the process in pid_file, SIGKILL after `timeout` s (with ours_only, only
+  a Slurm daemon or munged: a stale pid file's number may be another process's now)."""
   pid = _read_pid(pid_file)
   if pid is None or not _alive(pid):
     return
-  if slurm_only and not _command(pid).startswith("slurm"):
+  if ours_only and not _command(pid).startswith(("slurm", "munged")):
     return
   os.kill(pid, signal.SIGTERM)
   deadline = time.monotonic() + timeout
@@ -207,8 +212,9 @@ def remove_stale():
     if owner is None or _alive(owner):
       continue
     directory = os.path.dirname(owner_file)
-    for pid_file in glob.glob(os.path.join(directory, "*.pid")):
-      _stop(pid_file, timeout=5, slurm_only=True)
+    for pid_file in glob.glob(os.path.join(directory, "*.pid")) + glob.glob(
+        os.path.join(directory, MUNGE, "*.pid")):
+      _stop(pid_file, timeout=5, ours_only=True)
     shutil.rmtree(directory, ignore_errors=True)
   owners = set()
   for namespace in _ip("netns", "list", check=False).stdout.split("\n"):
@@ -269,7 +275,6 @@ class Cluster:
     self.owner = os.getpid()
     self.namespaces = [f"{NETNS}-{self.owner}-{i}" for i in range(nodes)]
     self.addresses = []
-    self._started_munged = False
     self._closed = False
 
   def run(self, *argv, check=True, timeout=60):
@@ -278,13 +283,18 @@ class Cluster:
                           check=check, timeout=timeout)
 
   def _start_munged(self):
-    if subprocess.run("munge -n | unmunge", shell=True, capture_output=True,
-                      check=False).returncode == 0:
-      return  # already running (started by someone else: left running)
-    os.makedirs("/run/munge", exist_ok=True)
-    shutil.chown("/run/munge", "munge", "munge")
-    subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", "/usr/sbin/munged"], check=True)
-    self._started_munged = True
+    """The cluster's own munged, run as the munge user (munged refuses root), its
+    files in `dir`/munge (its own, searchable by all, writable by none else: munged
+    checks both of the socket's directory)."""
+    os.chmod(self.dir, 0o711)
+    path = os.path.join(self.dir, MUNGE)
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o755)
+    shutil.chown(path, "munge", "munge")
+    argv = ["/usr/sbin/munged", f"--socket={path}/munge.socket",
+            f"--pid-file={path}/munged.pid", f"--log-file={path}/munged.log",
+            f"--seed-file={path}/munged.seed"]
+    subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", shlex.join(argv)], check=True)
 
   def _link(self, kind, node=None):
     return f"{LINK}{kind}{self.owner}" + ("" if node is None else f"x{node}")
@@ -463,8 +473,7 @@ class Cluster:
         for name in self.names:
           _stop(os.path.join(self.dir, f"slurmd-{name}.pid"))
         _stop(os.path.join(self.dir, "slurmctld.pid"))
-        if self._started_munged:
-          _stop(MUNGE_PID)
+        _stop(os.path.join(self.dir, MUNGE, "munged.pid"))
       finally:
         if self.count > 1:
           _remove_network(self.owner)
