@@ -12,7 +12,28 @@ import os
 import tensorflow as tf
 
 from recipes import checkpoints
+from recipes import evaluation
 from recipes import nonfinite
+from recipes.errors import ConfigError
+
+
+def check_metric(metric, num_validation, counts, shot_thresholds):
+  """`Runtime.best_metric` can be scored on this run's data: it needs validation
+  examples (a hold-out or the source's own validation split), and a shot-group metric
+  needs classes in its group (evaluation.shot_groups; the report gives None else)."""
+  if metric is None:
+    return
+  if not num_validation:
+    raise ConfigError(f"Runtime.best_metric={metric!r} needs a validation split: set "
+                      "Task.validation_per_class (e.g. 5), or use a source with its own "
+                      "validation list")
+  many, few = shot_thresholds
+  groups = evaluation.shot_groups(counts, many_shot_above=many, few_shot_below=few)
+  group = metric[:-len("_shot_accuracy")] if metric.endswith("_shot_accuracy") else None
+  if group is not None and group not in groups:
+    raise ConfigError(f"Runtime.best_metric={metric!r} but no class has that many training "
+                      f"examples (counts {list(counts)}, Task.shot_thresholds="
+                      f"{tuple(shot_thresholds)}); choose 'balanced_accuracy'")
 
 
 class Best:

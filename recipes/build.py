@@ -7,6 +7,8 @@ a run can raise before training comes from here. A rule that derives settings
 
 import dataclasses
 import inspect
+import numbers
+import re
 from typing import Any, Callable, Dict, List, Optional
 
 import gin
@@ -14,9 +16,12 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from recipes import checks
+from recipes import best as best_lib
 from recipes import experiment
+from recipes import lifecycle
 from recipes import phases as phases_lib
+from recipes import schedules
+from recipes import strategies
 from recipes import train_step
 from recipes.data import pipeline as pipeline_lib
 from recipes.data import source as source_lib
@@ -30,6 +35,30 @@ from zoo import registry
 
 MODEL_ERRORS = (pretrained.WeightsError, finetune.CheckpointError,
                 nfnet_checkpoint.ConversionError)
+
+
+def _configurable_named_in(message):
+  """The innermost Gin configurable a wrapped exception message names, or None."""
+  found = re.findall(r"In call to configurable '([^']+)'", message)
+  return found[0] if found else None
+
+
+def construct(setting, make, *args, **kwargs):
+  """`make(*args, **kwargs)`, with ValueError / TypeError raised while building a
+  configured object (a bad value Gin passed, a wrong keyword) turned into one
+  ConfigError line naming the setting and the configurable."""
+  try:
+    return make(*args, **kwargs)
+  except ConfigError:
+    raise
+  except (ValueError, TypeError) as e:
+    text = str(e)
+    first = " ".join(next((l for l in text.splitlines() if l.strip()), repr(e)).split())
+    if "Required bindings" in text:  # Gin's own: the entry point words it
+      raise
+    inner = _configurable_named_in(text)
+    where = f"{setting} ({inner})" if inner and inner not in setting else setting
+    raise ConfigError(f"{where}: {first.rstrip('.')}; fix its Gin bindings") from None
 
 
 @dataclasses.dataclass
@@ -96,7 +125,7 @@ class Built:
 
 def set_up_runtime(runtime):
   """Seeds, op determinism and the precision policy, before anything is built."""
-  checks.runtime(runtime)
+  runtime.validate()
   tf_keras.backend.experimental.enable_tf_random_generator()
   tf_keras.utils.set_random_seed(runtime.seed)
   if runtime.deterministic_ops:
@@ -110,7 +139,7 @@ def load_data(task, seed):
   and its class counts. A k-shot run (`Task.examples_per_class`) draws both its
   hold-out and its k examples a class with `Task.examples_per_class_seed`, not
   `seed`."""
-  source = checks.construct("Task.data", task.data)
+  source = construct("Task.data", task.data)
   pool = np.arange(len(source.train_labels))
   validation = np.zeros([0], np.int64)
   given = getattr(source, "validation_labels", None)
@@ -182,7 +211,7 @@ def build_model(task, class_counts):
   """The model with its transforms, and its zoo card (None outside the zoo). A transform
   with a `class_counts` parameter gets the training split's counts (as losses do)."""
   try:
-    model = checks.construct("Task.model", task.model)
+    model = construct("Task.model", task.model)
   except MODEL_ERRORS as e:
     raise ConfigError(str(e)) from None
   card = registry.card_of(model)
@@ -194,6 +223,27 @@ def build_model(task, class_counts):
     except ValueError as e:
       raise ConfigError(f"Task.model_transforms: {e}") from None
   return model, card
+
+
+def model_fits(keras_model, num_classes, image_sizes, channels=3):
+  """The model's outputs, input size and input channels fit the data and pipeline."""
+  outputs = keras_model.output_shape[-1]
+  if outputs != num_classes:
+    raise ConfigError(
+        f"the data set has {num_classes} classes but the model outputs {outputs}; "
+        f"bind the model's num_classes to {num_classes} (e.g. NUM_CLASSES = {num_classes})")
+  height, width = keras_model.input_shape[1:3]
+  for size in image_sizes:
+    if (height, width) != (None, None) and (height, width) != (size, size):
+      raise ConfigError(
+          f"the model takes {height}x{width} images but the pipeline feeds {size}x{size}; "
+          "make InputPipeline.image_size / eval_image_size match the model's input_shape")
+  takes = keras_model.input_shape[-1]
+  if takes != channels:
+    raise ConfigError(
+        f"the model takes {takes}-channel images but the pipeline normalises {channels} "
+        f"(InputPipeline.mean / std); leave them unset (the card's) or give {takes} "
+        f"value{'s' if takes > 1 else ''} each")
 
 
 def run_length(optimization, runtime, data, pipeline, steps, model):
@@ -223,15 +273,27 @@ def _head(model):
                       f"layer; {model.name!r} has none (use a zoo model)") from None
 
 
+def optimizer_settings(opt):
+  """Hyper-parameters a tf_keras optimizer accepts without complaint but that make no
+  sense: negative weight decay, EMA momentum outside [0, 1]."""
+  decay = getattr(opt, "weight_decay", None)
+  if decay is not None and not (isinstance(decay, numbers.Real) and decay >= 0):
+    raise ConfigError(f"Optimization.optimizer weight_decay={decay!r} must be a number >= 0; "
+                      "check DECOUPLED_WEIGHT_DECAY")
+  ema = getattr(opt, "ema_momentum", None)
+  if getattr(opt, "use_ema", False) and not 0 <= ema < 1:
+    raise ConfigError(f"Optimization.optimizer ema_momentum={ema!r} must be in [0, 1)")
+
+
 def build_optimizer(optimization, runtime, model, length, learning_rate):
   """The optimizer (loss-scaled for float16) with its slots built, so a checkpoint
   restores into them, and the per-layer-group rates (if any)."""
-  schedule = checks.construct("Optimization.learning_rate", phases_lib.schedule,
+  schedule = construct("Optimization.learning_rate", phases_lib.schedule,
                               length.spans, learning_rate, length.steps_per_epoch)
-  checks.learning_rates(schedule, length.total_steps)
-  opt = checks.construct("Optimization.optimizer", optimization.optimizer,
+  schedules.check_learning_rates(schedule, length.total_steps)
+  opt = construct("Optimization.optimizer", optimization.optimizer,
                          learning_rate=schedule)
-  checks.optimizer_settings(opt)
+  optimizer_settings(opt)
   if optimization.weight_decay_exclude:
     opt.exclude_from_weight_decay(var_names=list(optimization.weight_decay_exclude))
   if runtime.mixed_precision == "mixed_float16":
@@ -317,23 +379,20 @@ def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batc
 
 
 def check_settings(task, optimization, runtime):
-  """Every check that needs no data or model."""
-  for part in (task, optimization, runtime):
-    checks.fields(part)
+  """Every check that needs no data or model (the settings' own `validate()`)."""
+  task.validate()
+  optimization.validate()
   set_up_runtime(runtime)
-  checks.task(task, runtime)
-  checks.optimization(optimization)
-  phases_lib.check(optimization.phases)
 
 
 def build(model_dir, strategy, task, optimization, runtime):
   """Validates the run and constructs everything it uses; writes nothing."""
   check_settings(task, optimization, runtime)
   data = load_data(task, runtime.seed)
-  checks.best_metric_has_validation(runtime.best_metric, len(data.validation))
-  checks.best_metric_has_classes(runtime.best_metric, data.counts, task.shot_thresholds)
-  base = checks.construct("Task.pipeline", task.pipeline)
-  checks.batch(base, len(data.train), strategy.num_replicas_in_sync)
+  best_lib.check_metric(runtime.best_metric, len(data.validation), data.counts,
+                        task.shot_thresholds)
+  base = construct("Task.pipeline", task.pipeline)
+  base.check_batch(len(data.train), strategy.num_replicas_in_sync)
   plan = plan_run(optimization, runtime, data, base)
   derived = dict(plan.derived)
   with strategy.scope():
@@ -341,20 +400,19 @@ def build(model_dir, strategy, task, optimization, runtime):
     pipeline, taken = resolve_pipeline(base, plan.pipeline, model, card,
                                        data.source.full_frame)
     derived.update(taken)
-    checks.model_fits(model, data.source.num_classes,
+    model_fits(model, data.source.num_classes,
                       {pipeline.image_size, pipeline.eval_image_size}, len(pipeline.mean))
-    checks.data_service_answers(pipeline.data_service)
+    pipeline_lib.data_service_answers(pipeline.data_service)
     length = run_length(optimization, runtime, data, pipeline, plan.steps, model)
     optimizing = build_optimizer(optimization, runtime, model, length, plan.learning_rate)
-    loss_fn = checks.construct("Task.loss", task.loss, class_counts=data.counts)
+    loss_fn = construct("Task.loss", task.loss, class_counts=data.counts)
   step = build_step(strategy, optimization, runtime, model, optimizing, loss_fn,
                     pipeline.batch_size, data.counts)
   notes = plan.notes + optimizing.notes
   if isinstance(strategy, tf.distribute.TPUStrategy):
     notes += tpu_checks(strategy, runtime, pipeline, data)
   config_text = gin.config_str()
-  checks.model_dir_writable(model_dir)
-  checks.resume_config(model_dir, config_text)
+  lifecycle.check_model_dir(model_dir, config_text)
   return Built(
       model_dir=model_dir, strategy=strategy, task=task, optimization=optimization,
       runtime=runtime, data=data, pipeline=pipeline, model=model,
@@ -364,7 +422,7 @@ def build(model_dir, strategy, task, optimization, runtime):
 
 
 def tpu_checks(strategy, runtime, pipeline, data):
-  """checks.tpu on the datasets this run feeds its replicas; advice lines."""
+  """strategies.tpu_advice on the datasets this run feeds its replicas; its lines."""
   replicas = strategy.num_replicas_in_sync
   context = tf.distribute.InputContext(1, 0, replicas)
   datasets = {
@@ -373,4 +431,4 @@ def tpu_checks(strategy, runtime, pipeline, data):
   if len(data.validation):
     datasets["validation"] = pipeline.eval_dataset(data.source, data.validation_split,
                                                    data.validation, context)
-  return checks.tpu(runtime, pipeline, replicas, datasets)
+  return strategies.tpu_advice(runtime, pipeline, replicas, datasets)

@@ -31,14 +31,14 @@ import numpy as np
 import tensorflow as tf
 
 from recipes import build as build_lib
-from recipes import checks
+from recipes import evaluation
 from recipes import experiment
 from recipes import finish as finish_lib
 from recipes import lifecycle
 from recipes import report
 from recipes import strategies
 from recipes import train_step
-from recipes import trainer
+from recipes import trainer as trainer_lib
 from recipes.errors import ConfigError
 from tricks import logit_adjustment
 from tricks import posthoc
@@ -72,8 +72,8 @@ def resolve_checkpoint(path):
 
 def _task_with_load():
   """Stage 2's Task (constructed in the active scope), checked to load stage 1."""
-  task = checks.construct("Task", experiment.Task)
-  if not any(t is decoupled_zoo.load_stage1 for t in task.model_transforms):
+  task = build_lib.construct("Task", experiment.Task)
+  if not any(transform is decoupled_zoo.load_stage1 for transform in task.model_transforms):
     raise ConfigError(
         "stage 2 must start from stage 1's weights: add @zoo.load_stage1 to "
         "stage2/Task.model_transforms (e.g. [@zoo.load_stage1, @zoo.crt]; see "
@@ -85,17 +85,17 @@ def _task_with_load():
 def retrain_classifier(model_dir, strategy):
   """cRT or LWS stage 2: an ordinary training run whose model transforms load stage 1
   and rebalance the head (`@zoo.crt`, `@zoo.lws`)."""
-  return trainer.train_and_evaluate(model_dir, strategy, task=_task_with_load())
+  return trainer_lib.train_and_evaluate(model_dir, strategy, task=_task_with_load())
 
 
-def _features(t, split):
+def _features(trainer, split):
   """(features [n, d] float64, labels [n]) of the validation examples (split
   'validation') or the test split through the head's input (Trainer.predict's split
   and gathering)."""
-  features_of = decoupled_zoo.feature_model(t.built.model)
-  evaluator = train_step.EvalStep(t.built.strategy, features_of,
+  features_of = decoupled_zoo.feature_model(trainer.built.model)
+  evaluator = train_step.EvalStep(trainer.built.strategy, features_of,
                                   output=lambda features: tf.cast(features, tf.float32))
-  labels, features = t.predict(split, evaluator)
+  labels, features = trainer.predict(split, evaluator)
   return features.astype(np.float64), labels
 
 
@@ -105,16 +105,16 @@ def _untrained_stage(model_dir, strategy, adjust):
   checkpoints/ckpt-0 and the run's report written as a trained run's is."""
   began = time.time()
   built = build_lib.build(model_dir, strategy, _task_with_load(),
-                          checks.construct("Optimization", experiment.Optimization),
-                          checks.construct("Runtime", experiment.Runtime))
-  t = trainer.Trainer(built)
+                          build_lib.construct("Optimization", experiment.Optimization),
+                          build_lib.construct("Runtime", experiment.Runtime))
+  trainer = trainer_lib.Trainer(built)
 
   def body(run_dir):
-    entry = adjust(t)
+    entry = adjust(trainer)
     run_dir.checkpoints.save(0)
     return finish_lib.finish(
-        t, run_dir, trainer.Record(last_epoch=0, final_train_loss=None,
-                                   seconds=time.time() - began),
+        trainer, run_dir, trainer_lib.Record(last_epoch=0, final_train_loss=None,
+                                             seconds=time.time() - began),
         extra=dict(entry, epochs=0, epochs_trained=0, steps=0))
 
   return lifecycle.run(built, body)
@@ -130,8 +130,8 @@ def _choice(name, value, scores):
               {f"{k:g}": v for k, v in scores.items()} if scores else None)}
 
 
-def _needs_validation(t, configurable):
-  if not len(t.built.data.validation):
+def _needs_validation(trainer, configurable):
+  if not len(trainer.built.data.validation):
     raise ConfigError(f"{configurable} chooses tau on a validation split: set "
                       f"Task.validation_per_class (e.g. 5), or fix {configurable}.tau")
 
@@ -144,14 +144,14 @@ def tau_normalized_classifier(model_dir, strategy, tau=None, grid=tau_norm_lib.G
   saved as checkpoints/ckpt-0, and the run's report written as a trained run's is,
   with `tau_norm` (tau, how it was chosen, the validation sweep) in metrics.json."""
 
-  def normalize(t):
+  def normalize(trainer):
     chosen, scores = tau, None
     if tau is None:
-      _needs_validation(t, "tau_normalized_classifier")
-      features, labels = _features(t, "validation")
-      kernel = decoupled_zoo.head_of(t.built.model).kernel.numpy()
+      _needs_validation(trainer, "tau_normalized_classifier")
+      features, labels = _features(trainer, "validation")
+      kernel = decoupled_zoo.head_of(trainer.built.model).kernel.numpy()
       chosen, scores = tau_norm_lib.choose_tau(features, labels, kernel, grid)
-    decoupled_zoo.tau_normalize(t.built.model, chosen)
+    decoupled_zoo.tau_normalize(trainer.built.model, chosen)
     return {"tau_norm": _choice("tau-normalised classifier", chosen, scores)}
 
   return _untrained_stage(model_dir, strategy, normalize)
@@ -165,19 +165,19 @@ def posthoc_adjusted_classifier(model_dir, strategy, tau=None, grid=posthoc.DEFA
   split). The shift goes into the head's bias (exactly eq. 9's logits, at evaluation
   and in the export); metrics.json's `posthoc` holds tau and the validation sweep."""
 
-  def adjust(t):
-    head = decoupled_zoo.head_of(t.built.model)
+  def adjust(trainer):
+    head = decoupled_zoo.head_of(trainer.built.model)
     if getattr(head, "bias", None) is None:
       raise ConfigError(f"posthoc_adjusted_classifier shifts the head's bias, and "
                         f"{head.name!r} has none (a normed head?); bind "
                         "Task.model_transforms = [@posthoc_adjusted] in training instead")
-    counts = t.built.data.counts
+    counts = trainer.built.data.counts
     chosen, scores = tau, None
     if tau is None:
-      _needs_validation(t, "posthoc_adjusted_classifier")
-      evaluator = train_step.EvalStep(t.built.strategy, t.built.model,
+      _needs_validation(trainer, "posthoc_adjusted_classifier")
+      evaluator = train_step.EvalStep(trainer.built.strategy, trainer.built.model,
                                       output=lambda logits: tf.cast(logits, tf.float32))
-      labels, logits = t.predict("validation", evaluator)
+      labels, logits = trainer.predict("validation", evaluator)
       scores = {float(u): posthoc.balanced_accuracy(
           posthoc.adjust(logits, counts, u).argmax(-1), labels) for u in grid}
       chosen = posthoc.choose_tau(logits, labels, counts, grid)
@@ -197,7 +197,7 @@ def _check_stage1_weights(stage1_weights):
     raise ConfigError(f"decoupled.stage1_weights={stage1_weights!r}; use 'final' or 'best'")
   if stage1_weights == "best":
     with gin.config_scope(STAGE1):
-      runtime = checks.construct("Runtime", experiment.Runtime)
+      runtime = build_lib.construct("Runtime", experiment.Runtime)
     if runtime.best_metric is None:
       raise ConfigError("decoupled.stage1_weights = 'best' needs stage 1 to keep its best "
                         "checkpoint: set Runtime.best_metric (e.g. 'balanced_accuracy') "
@@ -216,7 +216,7 @@ def decoupled(model_dir, strategy, stage2=gin.REQUIRED, stage1_checkpoint=None,
   if stage1_checkpoint is None:
     _check_stage1_weights(stage1_weights)
     with gin.config_scope(STAGE1):
-      stage1 = trainer.train_and_evaluate(os.path.join(model_dir, STAGE1), strategy)
+      stage1 = trainer_lib.train_and_evaluate(os.path.join(model_dir, STAGE1), strategy)
     checkpoint = saved_checkpoint(os.path.join(model_dir, STAGE1), stage1_weights)
   else:
     checkpoint = resolve_checkpoint(stage1_checkpoint)
@@ -227,7 +227,7 @@ def decoupled(model_dir, strategy, stage2=gin.REQUIRED, stage1_checkpoint=None,
   with gin.config_scope(STAGE2):
     metrics = stage2(os.path.join(model_dir, STAGE2), strategy)
   if strategies.is_chief(strategy):
-    headline = checks.METRICS
+    headline = evaluation.METRICS
     report.write_json(os.path.join(model_dir, "decoupled.json"), {
         "stage1_checkpoint": checkpoint,
         "stage1": {k: stage1.get(k) for k in headline} if stage1 else None,

@@ -6,7 +6,11 @@ medium-shot the rest (100 and 20 for ImageNet-LT; a recipe sets its own).
 """
 
 import numpy as np
+import tensorflow as tf
 
+# The metrics of a run's report that `Runtime.best_metric` may name (each higher-better).
+METRICS = ("top1", "balanced_accuracy", "many_shot_accuracy", "medium_shot_accuracy",
+           "few_shot_accuracy")
 
 def per_class_accuracy(labels, predictions, num_classes):
   """Accuracy of each class on its test examples (NaN for a class with none)."""
@@ -16,6 +20,14 @@ def per_class_accuracy(labels, predictions, num_classes):
   totals = np.bincount(labels, minlength=num_classes)
   with np.errstate(invalid="ignore", divide="ignore"):
     return np.where(totals > 0, hits / np.maximum(totals, 1), np.nan)
+
+
+def write_summaries(writer, metrics, step):
+  """The METRICS of a report that have a value, as TensorBoard scalars at `step`."""
+  with writer.as_default(step=step):
+    for key in METRICS:
+      if metrics.get(key) is not None:
+        tf.summary.scalar(key, metrics[key])
 
 
 def shot_groups(train_counts, many_shot_above=100, few_shot_below=20):

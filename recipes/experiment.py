@@ -9,8 +9,10 @@
   steps per loop, checkpoint / evaluation cadence, export, device settings.
 
 Each is a frozen, Gin-configurable dataclass (`Task.loss = @logit_adjusted`,
-`Runtime.epochs = %EPOCHS`). Callables are constructors: the trainer calls them in
-`build`, after any derived plan is known, so nothing Gin built is changed afterwards.
+`Runtime.epochs = %EPOCHS`) with a `validate()` that checks every field's type and
+value before anything is built (as Model Garden's configs' `validate()`), each failure
+one ConfigError line. Callables are constructors: the trainer calls them in `build`,
+after any derived plan is known, so nothing Gin built is changed afterwards.
 """
 
 import dataclasses
@@ -19,9 +21,15 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import gin
 import tf_keras
 
+from recipes import evaluation
 from recipes import losses
+from recipes import phases as phases_lib
 from recipes import schedules
+from recipes import setting_types
 from recipes.data import pipeline as pipeline_lib
+from recipes.errors import ConfigError
+
+PRECISIONS = (None, "mixed_float16", "mixed_bfloat16")
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +98,22 @@ class Task:
   examples_per_class_seed: int = 0
   name: Optional[str] = None
 
+  def validate(self):
+    """Every field's type; the hold-out, the k-shot draw and the shot thresholds."""
+    setting_types.check_fields(self)
+    whole = setting_types.whole
+    whole("Task.validation_per_class", self.validation_per_class, 0)
+    whole("Task.examples_per_class", self.examples_per_class, 1, allow_none=True)
+    whole("Task.examples_per_class_seed", self.examples_per_class_seed, 0)
+    if self.examples_per_class is not None and self.long_tail is not None:
+      raise ConfigError(f"Task.examples_per_class={self.examples_per_class} and "
+                        "Task.long_tail both draw the training set; set Task.long_tail = "
+                        "None for a k-shot draw (or Task.examples_per_class = None)")
+    many, few = self.shot_thresholds
+    if not few <= many:
+      raise ConfigError(f"Task.shot_thresholds={tuple(self.shot_thresholds)} must be "
+                        "(many_shot_above, few_shot_below) with few <= many")
+
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +154,12 @@ class Optimization:
   sam: Optional[Any] = None
   weight_constraints: Sequence[Any] = ()
 
+  def validate(self):
+    """Every field's type; the L2 coefficient and each phase."""
+    setting_types.check_fields(self)
+    setting_types.number("Optimization.l2", self.l2, 0)
+    phases_lib.check(self.phases)
+
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +192,7 @@ class Runtime:
       "Cao et al. 2019's"): the test split is scored at every evaluation and the best
       top-1 epoch recorded, labelled, as metrics.json's `best_on_test_protocol` (the
       top-level metrics stay the final weights'); for reproducing a paper's number,
-      never for choosing a model (recipes/test_selection.py). None: not kept.
+      never for choosing a model (recipes/best_on_test.py). None: not kept.
   """
   seed: int = 0
   epochs: int = 30
@@ -180,6 +210,41 @@ class Runtime:
   export_saved_model: bool = False
   gpu_memory_growth: bool = False
   test_selection: Optional[str] = None
+
+  def validate(self):
+    """Every field's type and value, and the settings that need one another."""
+    setting_types.check_fields(self)
+    whole = setting_types.whole
+    whole("Runtime.seed", self.seed, 0)
+    whole("Runtime.epochs", self.epochs, 1)
+    whole("Runtime.steps", self.steps, 1, allow_none=True)
+    whole("Runtime.steps_per_loop", self.steps_per_loop, 1)
+    whole("Runtime.checkpoint_every_epochs", self.checkpoint_every_epochs, 1)
+    whole("Runtime.eval_every_epochs", self.eval_every_epochs, 0)
+    whole("Runtime.keep_checkpoints", self.keep_checkpoints, 1)
+    whole("Runtime.nonfinite_retries", self.nonfinite_retries, 0)
+    whole("Runtime.early_stopping_patience", self.early_stopping_patience, 1,
+          allow_none=True)
+    if self.mixed_precision not in PRECISIONS:
+      raise ConfigError(f"Runtime.mixed_precision={self.mixed_precision!r}; use None, "
+                        "'mixed_float16' or 'mixed_bfloat16'")
+    if self.best_metric is not None and self.best_metric not in evaluation.METRICS:
+      raise ConfigError(f"Runtime.best_metric={self.best_metric!r}; choose one of "
+                        f"{', '.join(evaluation.METRICS)}")
+    if self.early_stopping_patience is not None and self.best_metric is None:
+      raise ConfigError("Runtime.early_stopping_patience needs Runtime.best_metric (e.g. "
+                        "'balanced_accuracy') and Task.validation_per_class > 0")
+    if self.test_selection is not None and not (isinstance(self.test_selection, str)
+                                                and self.test_selection.strip()):
+      raise ConfigError(f"Runtime.test_selection={self.test_selection!r}; name the code "
+                        "whose protocol it follows (e.g. \"Cao et al. 2019's\") or leave it "
+                        "None")
+    if self.test_selection and not self.eval_every_epochs:
+      raise ConfigError("Runtime.test_selection needs Runtime.eval_every_epochs >= 1 (the "
+                        "test split is scored at each evaluation)")
+    if self.early_stopping_patience is not None and not self.eval_every_epochs:
+      raise ConfigError("Runtime.early_stopping_patience needs Runtime.eval_every_epochs "
+                        ">= 1 (validation only at the end cannot stop early)")
 
 
 def split(**settings):

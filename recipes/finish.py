@@ -9,20 +9,13 @@ import os
 import gin
 import tensorflow as tf
 
-from recipes import checks
+from recipes import evaluation
 from recipes import report
 from tricks import weight_ema
 from zoo import export
 
 REPORTED = ("top-level metrics: the test split, final weights (averaged when the optimizer "
             "keeps an EMA); best_on_validation: the best checkpoint on validation")
-
-
-def write_eval_summaries(writer, metrics, step):
-  with writer.as_default(step=step):
-    for key in checks.METRICS:
-      if metrics.get(key) is not None:
-        tf.summary.scalar(key, metrics[key])
 
 
 def best_on_validation(trainer, record):
@@ -71,7 +64,7 @@ def test_metrics(trainer, record):
   metrics["reported"] = REPORTED
   if len(data.validation):
     final = trainer.evaluate("validation")
-    metrics["final_validation"] = {k: final[k] for k in checks.METRICS}
+    metrics["final_validation"] = {k: final[k] for k in evaluation.METRICS}
   if built.optimization.hyperrule is not None:
     metrics["hyperrule"] = built.notes[0]
   metrics["nonfinite_rollbacks"] = record.rollbacks
@@ -86,15 +79,15 @@ def finish(trainer, run_dir, record, extra=None):
   the run's own (a stage without training: its tau and sweep)."""
   built = trainer.built
   metrics = test_metrics(trainer, record)
-  if run_dir.test_selection.paper:  # the paper's protocol beside ours (test_selection.py)
-    run_dir.test_selection.offer(record.last_epoch, metrics)
-    metrics["best_on_test_protocol"] = run_dir.test_selection.summary()
+  if run_dir.best_on_test.paper:  # the paper's protocol beside ours (best_on_test.py)
+    run_dir.best_on_test.offer(record.last_epoch, metrics)
+    metrics["best_on_test_protocol"] = run_dir.best_on_test.summary()
   metrics.update(extra or {})
   if not run_dir.chief:
     if built.runtime.export_saved_model:  # every worker exports (it reads the replicas'
       write_export(os.path.join(run_dir.root, "export"), built)  # variables); the chief's
     return metrics  # is kept
-  write_eval_summaries(run_dir.eval_writer, metrics, built.length.epochs)
+  evaluation.write_summaries(run_dir.eval_writer, metrics, built.length.epochs)
   report.plot_per_class_accuracy(
       os.path.join(built.model_dir, "per_class_accuracy.png"), metrics,
       title=f"{built.task.name or built.data.source.name}: per-class accuracy vs. "

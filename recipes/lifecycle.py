@@ -27,7 +27,7 @@ from recipes import checkpoints as checkpoints_lib
 from recipes import report
 from recipes import run_lock
 from recipes import strategies
-from recipes import test_selection as test_selection_lib
+from recipes import best_on_test as best_on_test_lib
 from recipes.errors import ConfigError
 from tricks import layer_rng
 
@@ -35,13 +35,12 @@ from tricks import layer_rng
 @dataclasses.dataclass
 class RunDir:
   """What one worker of a run writes, and where."""
-  model_dir: str
   chief: bool
   root: str  # where this worker writes: model_dir, or (not the chief) `scratch`
   scratch: Optional[str]
   checkpoints: checkpoints_lib.Checkpoints
   best: best_lib.Best
-  test_selection: test_selection_lib.TestSelection
+  best_on_test: best_on_test_lib.BestOnTest
   train_writer: Any
   eval_writer: Any
 
@@ -61,13 +60,13 @@ def open_run_dir(built, chief):
   best = best_lib.Best(root=root, chief=chief, strategy=built.strategy, model=built.model,
                        metric=runtime.best_metric, patience=runtime.early_stopping_patience,
                        eval_every=runtime.eval_every_epochs)
-  selection = test_selection_lib.TestSelection(strategy=built.strategy,
-                                               paper=runtime.test_selection)
+  on_test = best_on_test_lib.BestOnTest(strategy=built.strategy,
+                                        paper=runtime.test_selection)
   checkpoints = checkpoints_lib.Checkpoints(
       model_dir=built.model_dir, root=root, chief=chief, strategy=built.strategy,
       model=built.model, optimizer=built.optimizer, length=built.length,
       keep=runtime.keep_checkpoints,
-      trackables=dict(best.trackables(), **selection.trackables(),
+      trackables=dict(best.trackables(), **on_test.trackables(),
                       loss_metric=built.step.loss_metric, accuracy_metric=built.step.accuracy_metric,
                       layer_rngs=layer_rng.layer_random_generators(built.model)))
   if chief:
@@ -75,8 +74,8 @@ def open_run_dir(built, chief):
     eval_writer = tf.summary.create_file_writer(os.path.join(root, "eval"))
   else:
     train_writer = eval_writer = tf.summary.create_noop_writer()
-  return RunDir(model_dir=built.model_dir, chief=chief, root=root, scratch=scratch,
-                checkpoints=checkpoints, best=best, test_selection=selection,
+  return RunDir(chief=chief, root=root, scratch=scratch,
+                checkpoints=checkpoints, best=best, best_on_test=on_test,
                 train_writer=train_writer,
                 eval_writer=eval_writer)
 
@@ -137,3 +136,47 @@ def data_errors(data):
         + (f", and {len(bad) - 1} more files" if len(bad) > 1 else "")
         + "; remove or replace it, or bind image_folder.on_bad_file = 'skip'; the "
         "checkpoints are intact, rerun to resume") from None
+
+
+def check_model_dir(model_dir, config_text):
+  """Before a run writes anything: `model_dir` can be written, and holds no run of
+  another configuration."""
+  model_dir_writable(model_dir)
+  resume_config(model_dir, config_text)
+
+
+def model_dir_writable(model_dir):
+  """Raises ConfigError unless `model_dir` exists as a writable directory or can be made."""
+  path = os.path.abspath(model_dir)
+  probe = path
+  while not os.path.exists(probe):
+    probe = os.path.dirname(probe)
+  if not os.path.isdir(probe):
+    raise ConfigError(
+        f"model_dir {model_dir!r} cannot be created: {probe!r} is a file; choose "
+        "another --model_dir")
+  try:
+    os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".model_zoo-write-check-"))
+  except OSError as e:
+    raise ConfigError(
+        f"model_dir {model_dir!r} is not writable ({e.strerror} in {probe!r}); choose "
+        "a writable --model_dir") from None
+
+
+def resume_config(model_dir, config_text):
+  """A model_dir holds one run: refuse to resume it under another configuration."""
+  path = os.path.join(model_dir, "config.gin")
+  if not os.path.exists(path):
+    return
+  with open(path) as f:
+    saved = f.read()
+  if saved == config_text:
+    return
+  old = [l for l in saved.splitlines() if l and not l.startswith("#")]
+  new = [l for l in config_text.splitlines() if l and not l.startswith("#")]
+  was = next((l for l in old if l not in new), None)
+  now = next((l for l in new if l not in old), None)
+  raise ConfigError(
+      f"model_dir {model_dir!r} holds a run with another configuration (its config.gin "
+      f"has {was!r} where this run has {now!r}); rerun with the same flags to resume, "
+      "or pick a new --model_dir")

@@ -3,9 +3,11 @@
 import math
 
 import gin
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from recipes.errors import ConfigError
 from tricks import cyclical_lr
 from tricks import warmup as warmup_lib
 
@@ -180,3 +182,29 @@ def epoch_cosine(total_steps, steps_per_epoch, peak_lr=gin.REQUIRED, warmup_epoc
       progress = (e - warmup_epochs) / (epochs - warmup_epochs)
       values.append(final_lr + (peak_lr - final_lr) * (1 + math.cos(math.pi * progress)) / 2)
   return _per_epoch(values, steps_per_epoch)
+
+
+def check_learning_rates(schedule, total_steps, samples=257):
+  """Checks a learning-rate schedule (a number or a schedule of the step) at `samples`
+  steps spread over the run: finite everywhere, never negative, positive somewhere."""
+  steps = np.unique(np.linspace(0, max(total_steps - 1, 0), samples).round().astype(np.int64))
+  values = []
+  for step in steps:
+    try:
+      value = schedule(step) if callable(schedule) else schedule
+      values.append(float(value))
+    except (TypeError, ValueError, tf.errors.OpError):
+      value = schedule
+      raise ConfigError(f"the learning rate is {value!r}, not a number; check "
+                        "LEARNING_RATE / Optimization.learning_rate") from None
+  values = np.asarray(values)
+  for step, value in zip(steps, values):
+    if not math.isfinite(value):
+      raise ConfigError(f"the learning rate is {value:g} at step {step}; it must be a finite "
+                        "number > 0: check LEARNING_RATE / Optimization.learning_rate")
+    if value < 0:
+      raise ConfigError(f"the learning rate is {value:g} at step {step}; it must be > 0 (a "
+                        "negative rate climbs the loss): check LEARNING_RATE")
+  if not values.max() > 0:
+    raise ConfigError(f"the learning rate is {values.max():g} at every step; it must be > 0 "
+                      "somewhere: check LEARNING_RATE / Optimization.learning_rate")

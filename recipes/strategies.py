@@ -223,3 +223,28 @@ def is_chief(strategy):
   if "chief" in spec:
     return resolver.task_type == "chief"
   return resolver.task_type == "worker" and resolver.task_id == 0
+
+
+def tpu_advice(runtime, pipeline, replicas, datasets):
+  """What a TPU run needs settled on the host before its first step; returns advice
+  lines. `datasets` maps a name to a dataset the TPU will be fed. Raises ConfigError
+  for float16 (TPUs compute in bfloat16) and for any dataset whose element shapes are
+  not fully static (XLA compiles one program for one shape)."""
+  if runtime.mixed_precision == "mixed_float16":
+    raise ConfigError("Runtime.mixed_precision = 'mixed_float16' on a TPU: TPUs compute in "
+                      "bfloat16; set Runtime.mixed_precision = 'mixed_bfloat16'")
+  for name, dataset in datasets.items():
+    for spec in tf.nest.flatten(dataset.element_spec):
+      if not spec.shape.is_fully_defined():
+        raise ConfigError(f"the {name} data's elements have shape {spec.shape}, not static; "
+                          "a TPU needs fixed shapes (batch with drop_remainder, pad "
+                          "evaluation to whole batches)")
+  advice = []
+  per_replica = pipeline.batch_size // replicas
+  if per_replica % 8:
+    advice.append(f"TPU: {per_replica} examples a replica is not a multiple of 8; XLA pads "
+                  "the batch dimension, so a multiple of 8 (128 ideally) wastes nothing")
+  if runtime.steps_per_loop == 1:
+    advice.append("TPU: Runtime.steps_per_loop = 1 makes the host talk to the TPU every "
+                  "step; set it to 50-200 (or an epoch's steps)")
+  return advice

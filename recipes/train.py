@@ -42,16 +42,16 @@ from absl import logging  # pylint: disable=g-import-not-at-top,wrong-import-pos
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from recipes import baselines
-from recipes import checks
 from recipes import configurables  # pylint: disable=unused-import
+from recipes import errors
 from recipes import decoupled  # pylint: disable=unused-import  (registers decoupled)
+from recipes import evaluation
 from recipes import experiment
 from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
 from recipes import renamed
 from recipes import report
 from recipes import strategies
 from recipes import trainer
-from recipes.errors import EXIT_BAD_INPUT
 from recipes.errors import EXIT_DIVERGED
 from recipes.errors import EXIT_INTERRUPTED
 from recipes.errors import EXIT_PEER_LOST
@@ -163,29 +163,16 @@ def default_model_dir(gin_files):
   return os.path.join("runs", name)
 
 
-def fail(message):
-  """Bad input: one line on stderr, exit status 2."""
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(EXIT_BAD_INPUT)
-
-
-def parse_flags(argv):
-  """absl's flag parsing, with a mistake (an unknown flag, a value outside an enum)
-  reported in one line with exit status 2 instead of absl's usage text."""
-  try:
-    return FLAGS(argv)
-  except flags.Error as e:
-    fail(f"{' '.join(str(e).split())}; see --helpshort for the flags")
 
 
 def main(argv):
   if len(argv) > 1:
-    fail(f"unexpected arguments {' '.join(argv[1:])!r}; every flag starts with --, and "
+    errors.fail(f"unexpected arguments {' '.join(argv[1:])!r}; every flag starts with --, and "
          "settings are passed as --gin_bindings='NAME = value'")
   if not FLAGS["verbosity"].present:  # TF logs every checkpoint write at INFO
     logging.set_verbosity(logging.WARNING)
   if not FLAGS.gin_file:
-    fail("no --gin_file given; run a recipe (./bazelw run //recipes:nfnet_long_tail) or "
+    errors.fail("no --gin_file given; run a recipe (./bazelw run //recipes:nfnet_long_tail) or "
          "pass its Gin file, e.g. --gin_file=recipes/nfnet_long_tail.gin")
   try:
     parse_config(FLAGS.gin_file, FLAGS.gin_bindings)
@@ -208,7 +195,7 @@ def main(argv):
       raise gin_error(e) from None
   except ConfigError as e:
     # Gin appends "In call to configurable ..." lines; the first line says it all.
-    fail(str(e).splitlines()[0])
+    errors.fail(str(e).splitlines()[0])
   except Diverged as e:
     print(flush=True)  # end the progress bar's line
     print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
@@ -226,7 +213,7 @@ def main(argv):
     print(f"stopped: a peer worker stopped ({str(e).splitlines()[0][:200]}); rerun to "
           "resume from the last checkpoint", file=sys.stderr)
     sys.exit(EXIT_PEER_LOST)
-  headline = checks.METRICS + ("base_lr", "max_lr")
+  headline = evaluation.METRICS + ("base_lr", "max_lr")
   summary = ", ".join(f"{k} {metrics[k]:.4g}" for k in headline
                       if metrics.get(k) is not None)
   if not strategies.is_chief(strategy):
@@ -240,7 +227,7 @@ def main(argv):
 def cli(argv=None):
   """The command line: `python -m recipes.train [flags]` (argv: sys.argv)."""
   preemption.exit_on_sigterm()
-  app.run(main, argv=argv, flags_parser=parse_flags)
+  app.run(main, argv=argv, flags_parser=errors.parse_flags)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,10 @@ import dataclasses
 import time
 from typing import Any, Dict, Optional
 
-import gin
 import tensorflow as tf
 import tf_keras
 
 from recipes import build as build_lib
-from recipes import checks
 from recipes import evaluation
 from recipes import experiment
 from recipes import finish as finish_lib
@@ -62,15 +60,14 @@ class Trainer:
             "the rate", flush=True)
     self.span = span
 
-  def train_epoch(self, epoch, start=0, seed=None, on_step=None, stop=None):
+  def train_epoch(self, epoch, *, start, seed, on_step, stop):
     """Trains epoch `epoch` from its step `start` in loops of `steps_per_loop` steps,
-    on the data order of `seed` (default: the run's). Returns the epoch's steps done:
+    on the data order of `seed`. Returns the epoch's steps done:
     fewer than its length when `stop()` turned true between two loops. Raises
     NonFinite after a loop with a step whose loss or gradient norm is not finite.
     `on_step(step, loss, accuracy, learning_rate)` sees every global batch (up to a
     non-finite one)."""
     built = self.built
-    seed = built.runtime.seed if seed is None else seed
     steps = self.steps_in(epoch)
 
     def dataset_fn(context):
@@ -214,7 +211,7 @@ def _train(trainer, run_dir, first, start, on_step, stopping):
       ckpt.epoch_order.assign(ckpt.rollbacks)  # a new epoch takes the latest order
     # A resumed partial epoch keeps the order it began with, even after a rollback.
     seed = nonfinite.data_seed(built.runtime.seed, int(ckpt.epoch_order.numpy()))
-    done = trainer.train_epoch(epoch, start, seed, on_step, stop=stop)
+    done = trainer.train_epoch(epoch, start=start, seed=seed, on_step=on_step, stop=stop)
     if done < trainer.steps_in(epoch):
       _preempted(run_dir, notice, epoch, done)
     start = 0
@@ -251,8 +248,8 @@ def end_epoch(trainer, run_dir, epoch):
     run_dir.checkpoints.save(done)
   if evaluating and not last:
     tested = trainer.evaluate()
-    finish_lib.write_eval_summaries(run_dir.eval_writer, tested, done)
-    run_dir.test_selection.offer(done, tested)  # Runtime.test_selection's record
+    evaluation.write_summaries(run_dir.eval_writer, tested, done)
+    run_dir.best_on_test.offer(done, tested)  # Runtime.test_selection's record
   return stop
 
 
@@ -281,8 +278,6 @@ def announce(built, model_dir):
     print(note, flush=True)
 
 
-@gin.configurable(denylist=["model_dir", "strategy", "task", "optimization", "runtime",
-                            "on_step"])
 def train_and_evaluate(model_dir, strategy, task=None, optimization=None, runtime=None,
                        on_step=None):
   """Builds, fits and finishes one run; returns its metrics.
@@ -293,9 +288,9 @@ def train_and_evaluate(model_dir, strategy, task=None, optimization=None, runtim
   a second one exits with a ConfigError; a finished one returns its report untouched.
   """
   built = build_lib.build(
-      model_dir, strategy, task or checks.construct("Task", experiment.Task),
-      optimization or checks.construct("Optimization", experiment.Optimization),
-      runtime or checks.construct("Runtime", experiment.Runtime))
+      model_dir, strategy, task or build_lib.construct("Task", experiment.Task),
+      optimization or build_lib.construct("Optimization", experiment.Optimization),
+      runtime or build_lib.construct("Runtime", experiment.Runtime))
   trainer = Trainer(built)
 
   def train(run_dir):

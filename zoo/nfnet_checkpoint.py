@@ -126,6 +126,12 @@ def convert(params, model, head=True):
   return model
 
 
-def load_deepmind_weights(model, path, head=True):
-  """Loads DeepMind's flattened NFNet .npz at `path` into `model`."""
-  return convert(load_npz(path), model, head=head)
+def load_deepmind_weights(model, path, head=None):
+  """Loads DeepMind's flattened NFNet .npz at `path` into `model`. `head`: whether
+  their classifier is loaded too; None: when it has the model's class count (else the
+  model's fresh head stays)."""
+  params = load_npz(path)
+  if head is None:
+    classes = model.output_shape[-1]
+    head = params.get("NFNet/~/linear/b", np.zeros(0)).shape == (classes,)
+  return convert(params, model, head=head)

@@ -117,9 +117,7 @@ def _nfnet(variant):
                         **overrides)
     if weights:
       path = pretrained.weights_file(f"NFNet-{variant}", weights, None, weights_sha256)
-      params = nfnet_checkpoint.load_npz(path)
-      head = params.get("NFNet/~/linear/b", np.zeros(0)).shape == (num_classes,)
-      nfnet_checkpoint.convert(params, model, head=head)
+      nfnet_checkpoint.load_deepmind_weights(model, path)
     return model
   return build
 

@@ -34,8 +34,6 @@ from recipes.data import image_folder
 from recipes.data import source as source_lib
 from recipes.errors import ConfigError
 
-SPLITS = ("train", "test", "validation")
-
 
 @dataclasses.dataclass(frozen=True)
 class ListSource(source_lib.Source):

@@ -18,14 +18,17 @@ unset (None) are taken from the model's zoo card (`with_card`).
 
 import dataclasses
 import re
+import socket
 from typing import Any, Optional, Sequence, Union
 
 import gin
 import numpy as np
 import tensorflow as tf
 
+from recipes import setting_types
 from recipes.data import augment
 from recipes.data import share as share_lib
+from recipes.errors import ConfigError
 from tricks import data_echoing
 from tricks import sampling
 from zoo import card as card_lib
@@ -36,7 +39,6 @@ ECHO_PLACEMENTS = ("before_augmentation", "after_augmentation", "batch")
 # Fields a zoo card fills when they are left None.
 CARD_FIELDS = ("image_size", "eval_image_size", "eval_crop_fraction", "eval_resize_method",
                "mean", "std", "randaugment")
-Share = share_lib.Share  # where it was defined before share.py
 
 
 def check_data_service(address, mode):
@@ -51,6 +53,21 @@ def check_data_service(address, mode):
   if not match or not 0 < int(match.group(3)) < 65536:
     raise ValueError(f"InputPipeline.data_service={address!r} is not a dispatcher address; "
                      "use 'grpc://host:port' (or None to make batches here)")
+
+
+def data_service_answers(address, timeout=10.0):
+  """Raises ConfigError when nothing listens at the tf.data service dispatcher `address`
+  (a well-formed "grpc://host:port", or None): the service's client would wait forever."""
+  if address is None:
+    return
+  host, port = address.split("://")[-1].rsplit(":", 1)
+  try:
+    socket.create_connection((host, int(port)), timeout=timeout).close()
+  except OSError as e:
+    raise ConfigError(
+        f"InputPipeline.data_service={address!r}: no dispatcher answers there "
+        f"({e.strerror or e}); start one (docs/input.md) or unset it to make batches "
+        "here") from None
 
 
 @gin.configurable
@@ -351,6 +368,22 @@ class InputPipeline:
   def mixes(self):
     """Whether training batches are mixed (and their labels soft)."""
     return bool(self.mixup_alpha or self.cutmix_alpha or self.remix is not None)
+
+  def check_batch(self, num_examples, replicas):
+    """A global batch splits over `replicas` and an epoch of `num_examples` (echoed
+    ones counted) holds one at least; else one ConfigError line."""
+    setting_types.whole("InputPipeline.batch_size", self.batch_size, 1)
+    if self.batch_size % replicas:
+      raise ConfigError(
+          f"InputPipeline.batch_size={self.batch_size} does not split over {replicas} "
+          "replicas; use a multiple of the replica count")
+    if self.steps_per_epoch(num_examples) < 1:
+      echoed = (f" (echoed x{self.echo_factor:g}: {self.echo_placement})"
+                if self.echo_factor != 1 else "")
+      raise ConfigError(
+          f"the training split has {num_examples} examples{echoed}, fewer than one global "
+          f"batch of {self.batch_size}; lower InputPipeline.batch_size or raise "
+          "InputPipeline.echo_factor")
 
   def steps_per_epoch(self, num_examples):
     """Global batches in one epoch of `num_examples` (echoed ones included)."""

@@ -38,7 +38,6 @@ Bad flag values end the run with one line on stderr and exit status 2.
 
 import dataclasses
 import math
-import sys
 import time
 
 from recipes import startup
@@ -50,8 +49,8 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from recipes import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from recipes import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
-from recipes.errors import EXIT_BAD_INPUT  # pylint: disable=g-import-not-at-top
 from tricks import logit_adjustment  # pylint: disable=g-import-not-at-top
 from tricks import posthoc  # pylint: disable=g-import-not-at-top
 
@@ -261,22 +260,11 @@ flags.register_validator("rare_prior", lambda v: 0.0 < v < 1.0,
                          message="--rare_prior must be strictly between 0 and 1")
 
 
-def fail(message):
-  """Bad input: one line on stderr, exit status 2."""
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(EXIT_BAD_INPUT)
-
-
-def parse_flags(argv):
-  try:
-    return FLAGS(argv)
-  except flags.Error as e:
-    fail(f"{' '.join(str(e).split())}; see --helpshort for the flags")
 
 
 def main(argv):
   if len(argv) > 1:
-    fail(f"unexpected arguments {' '.join(argv[1:])!r}; every flag starts with --")
+    errors.fail(f"unexpected arguments {' '.join(argv[1:])!r}; every flag starts with --")
   seeds = [int(s) for s in FLAGS.seeds]
   setup = Setup(rare_prior=FLAGS.rare_prior, train_size=FLAGS.train_size,
                 val_size=FLAGS.val_size)
@@ -286,7 +274,7 @@ def main(argv):
     try:
       per_seed.append(run_seed(seed, setup))
     except ValueError as e:
-      fail(f"seed {seed}: {str(e).splitlines()[0]}" if isinstance(e, NoMinimiser)
+      errors.fail(f"seed {seed}: {str(e).splitlines()[0]}" if isinstance(e, NoMinimiser)
            else str(e).splitlines()[0])
   mu0, mu1 = setup.means
   print(f"Menon et al. 2021, Section 6.1: x | y ~ N(mu_y, {setup.sigma:g}^2 I), "
@@ -308,7 +296,7 @@ def main(argv):
 
 
 def cli(argv=None):
-  app.run(main, argv=argv, flags_parser=parse_flags)
+  app.run(main, argv=argv, flags_parser=errors.parse_flags)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ estimate.
 import glob
 import json
 import os
-import sys
 
 from absl import app
 from absl import flags
@@ -31,6 +30,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from recipes import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "published.json")
 _USER_DIR = os.environ.get("BUILD_WORKING_DIRECTORY", os.getcwd())
@@ -221,24 +222,14 @@ def report(patterns, out_dir):
 
 def main(argv):
   if len(argv) > 1:
-    fail(f"unexpected arguments {' '.join(argv[1:])!r}; give runs as --runs=DIR,GLOB")
+    errors.fail(f"unexpected arguments {' '.join(argv[1:])!r}; give runs as --runs=DIR,GLOB")
   try:
     report([p for p in FLAGS.runs if p], FLAGS.out_dir or _USER_DIR)
   except ReportError as e:
-    fail(str(e))
+    errors.fail(str(e))
 
 
-def fail(message):
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(2)
-
-
-def parse_flags(argv):
-  try:
-    return FLAGS(argv)
-  except flags.Error as e:
-    fail(f"{' '.join(str(e).split())}; see --helpshort for the flags")
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags)
+  app.run(main, flags_parser=errors.parse_flags)

@@ -3,10 +3,12 @@ that scored it; `patience` evaluations without a new best stop the run."""
 
 import os
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
 from recipes import best as best_lib
+from recipes.errors import ConfigError
 
 
 def tiny_model():
@@ -61,6 +63,27 @@ class BestTest(tf.test.TestCase):
                          strategy=tf.distribute.get_strategy(), model=tiny_model(),
                          metric=None, patience=None, eval_every=0)
     self.assertIsNone(best.summary())
+
+
+  def test_the_best_metric_needs_validation_and_classes_in_its_group(self):
+    balanced = np.array([50] * 10)
+    with self.assertRaisesRegex(ConfigError, "needs a validation split"):
+      best_lib.check_metric("top1", 0, balanced, (20, 5))
+    best_lib.check_metric("top1", 20, balanced, (20, 5))  # a hold-out or the source's list
+    best_lib.check_metric(None, 0, balanced, (20, 5))
+    best_lib.check_metric("many_shot_accuracy", 20, balanced, (20, 5))
+    best_lib.check_metric("balanced_accuracy", 20, balanced, (20, 5))
+    with self.assertRaisesRegex(ConfigError, "best_metric='few_shot_accuracy' but no class"):
+      best_lib.check_metric("few_shot_accuracy", 20, balanced, (20, 5))
+    with self.assertRaisesRegex(ConfigError, "best_metric='medium_shot_accuracy' but no"):
+      best_lib.check_metric("medium_shot_accuracy", 20, balanced, (20, 5))
+    # The groups are evaluation's: 20 (= many_shot_above) is medium, 5 (= few_shot_below)
+    # medium, 4 few.
+    best_lib.check_metric("medium_shot_accuracy", 20, np.array([20, 50]), (20, 5))
+    best_lib.check_metric("medium_shot_accuracy", 20, np.array([5, 50]), (20, 5))
+    best_lib.check_metric("few_shot_accuracy", 20, np.array([4, 50]), (20, 5))
+    with self.assertRaisesRegex(ConfigError, "few_shot_accuracy"):
+      best_lib.check_metric("few_shot_accuracy", 20, np.array([5, 50]), (20, 5))
 
 
 if __name__ == "__main__":

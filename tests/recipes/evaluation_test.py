@@ -1,9 +1,10 @@
-"""Long-tail metrics on hand-worked examples."""
+"""Long-tail metrics on hand-worked examples; their TensorBoard summaries."""
 
 import numpy as np
 import tensorflow as tf
 
 from recipes import evaluation
+from tests.recipes import summaries
 
 
 class EvaluationTest(tf.test.TestCase):
@@ -32,6 +33,17 @@ class EvaluationTest(tf.test.TestCase):
     self.assertIsNone(metrics["per_class_accuracy"][2])
     self.assertAllClose(metrics["balanced_accuracy"], 0.5)  # over classes with images
     self.assertTrue(np.isnan(evaluation.per_class_accuracy([0], [0], 2)[1]))
+
+  def test_eval_summaries_write_the_headline_metrics(self):
+    logdir = self.get_temp_dir()
+    writer = tf.summary.create_file_writer(logdir)
+    evaluation.write_summaries(writer, {"top1": 0.5, "balanced_accuracy": 0.25,
+                                        "few_shot_accuracy": None}, step=3)
+    writer.flush()
+    self.assertEqual(summaries.scalars(logdir, "top1"), {3: 0.5})
+    self.assertEqual(summaries.scalars(logdir, "balanced_accuracy"), {3: 0.25})
+    # No few-shot classes: nothing written.
+    self.assertEqual(summaries.scalars(logdir, "few_shot_accuracy"), {})
 
 
 if __name__ == "__main__":

@@ -82,5 +82,23 @@ class LifecycleTest(tf.test.TestCase):
     self.assertIsNone(lifecycle.finished_report(model_dir))  # finish writes it again
 
 
+  def test_resume_config(self):
+    model_dir = self.get_temp_dir()
+    lifecycle.check_model_dir(model_dir, "A = 1\n")  # nothing there yet
+    with open(os.path.join(model_dir, "config.gin"), "w") as f:
+      f.write("A = 1\nB = 2\n")
+    lifecycle.check_model_dir(model_dir, "A = 1\nB = 2\n")
+    with self.assertRaisesRegex(ConfigError, "has 'B = 2' where this run has 'B = 3'"):
+      lifecycle.check_model_dir(model_dir, "A = 1\nB = 3\n")
+
+  def test_model_dir_must_be_writable(self):
+    file_path = os.path.join(self.get_temp_dir(), "a_file")
+    with open(file_path, "w") as f:
+      f.write("x")
+    with self.assertRaisesRegex(ConfigError, r"model_dir .*a_file/run.* cannot be created: "
+                                r".*a_file' is a file; choose another --model_dir"):
+      lifecycle.check_model_dir(os.path.join(file_path, "run"), "A = 1\n")
+
+
 if __name__ == "__main__":
   tf.test.main()

@@ -6,9 +6,9 @@ import types
 import numpy as np
 import tensorflow as tf
 
-from recipes import checks
-from recipes import experiment
 from recipes import build
+from recipes import experiment
+from recipes import strategies
 from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
 from tests.recipes.data import pipeline_test
@@ -46,7 +46,7 @@ class TpuChecksTest(tf.test.TestCase):
     ragged = tf.data.Dataset.from_tensor_slices(np.zeros([10, 4], np.float32)).batch(3)
     with self.assertRaisesRegex(ConfigError, r"the training data's elements have shape "
                                 r"\(None, 4\), not static"):
-      checks.tpu(experiment.Runtime(steps_per_loop=10),
+      strategies.tpu_advice(experiment.Runtime(steps_per_loop=10),
                  pipeline_lib.InputPipeline(batch_size=64), 8, {"training": ragged})
 
 

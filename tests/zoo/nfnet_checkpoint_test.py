@@ -119,7 +119,13 @@ class NfnetCheckpointTest(tf.test.TestCase):
     self.assertAllEqual(model.get_layer("logits").kernel, head)
     self.assertAllEqual(model.get_layer("final_conv").kernel, params["NFNet/~/final_conv/w"])
     with self.assertRaisesRegex(nfnet_checkpoint.ConversionError, "class count"):
-      nfnet_checkpoint.load_deepmind_weights(model, self.write(params))
+      nfnet_checkpoint.load_deepmind_weights(model, self.write(params), head=True)
+    # By default their head is loaded only where its class count is the model's.
+    fresh = nfnet.nfnet("nano", num_classes=5, input_shape=SHAPE)
+    head = fresh.get_layer("logits").kernel.numpy()
+    nfnet_checkpoint.load_deepmind_weights(fresh, self.write(params))
+    self.assertAllEqual(fresh.get_layer("logits").kernel, head)
+    self.assertAllEqual(fresh.get_layer("final_conv").kernel, params["NFNet/~/final_conv/w"])
 
   def test_bad_files(self):
     model = nfnet.nfnet("nano", num_classes=7, input_shape=SHAPE)

@@ -1,10 +1,13 @@
 """The input pipeline: normalisation, per-epoch determinism, padded evaluation."""
 
+import socket
+
 import numpy as np
 import tensorflow as tf
 
 from recipes.data import pipeline
 from recipes.data import source as source_lib
+from recipes.errors import ConfigError
 from zoo import card as card_lib
 
 
@@ -400,6 +403,34 @@ class PipelineTest(tf.test.TestCase):
       p = pipeline.InputPipeline(image_size=8, **fields)
       with self.assertRaisesRegex(ValueError, message):
         p.with_card(p.plain_card())[0].check()
+
+
+
+class PipelineChecksTest(tf.test.TestCase):
+
+  def test_a_batch_needs_one_step_an_epoch_echoes_counted(self):
+    small = pipeline.InputPipeline(batch_size=20)
+    with self.assertRaisesRegex(ConfigError, r"^the training split has 5 examples, fewer "
+                                "than one global batch of 20; lower InputPipeline"):
+      small.check_batch(5, replicas=1)
+    # Echoed 4 times before augmentation: 20 examples an epoch, one batch.
+    pipeline.InputPipeline(batch_size=20, echo_factor=4).check_batch(5, replicas=1)
+    with self.assertRaisesRegex(ConfigError, r"5 examples \(echoed x3: before_augmentation"
+                                r"\), fewer than one global batch of 20; .* raise "
+                                "InputPipeline.echo_factor"):
+      pipeline.InputPipeline(batch_size=20, echo_factor=3).check_batch(5, replicas=1)
+    with self.assertRaisesRegex(ConfigError, "batch_size=6 does not split over 4 replicas"):
+      pipeline.InputPipeline(batch_size=6).check_batch(100, replicas=4)
+
+  def test_data_service_must_answer(self):
+    pipeline.data_service_answers(None)
+    listening = socket.create_server(("localhost", 0))
+    port = listening.getsockname()[1]
+    pipeline.data_service_answers(f"grpc://localhost:{port}")  # something answers
+    listening.close()  # now nothing listens on that port
+    with self.assertRaisesRegex(ConfigError, rf"InputPipeline.data_service='grpc://localhost:"
+                                rf"{port}': no dispatcher answers there \(.*\); start one"):
+      pipeline.data_service_answers(f"grpc://localhost:{port}", timeout=2)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,16 @@
-"""recipes/test_selection.py: the paper's protocol keeps the epoch of the best test
+"""recipes/best_on_test.py: the paper's protocol keeps the epoch of the best test
 top-1 (the first of equals, as their `acc1 > best_acc1`), labelled as a selection on
 the test split; nothing is kept or reported when the recipe does not ask for it."""
 
 import tensorflow as tf
 
-from recipes import test_selection
+from recipes import best_on_test
 
 
-class TestSelectionTest(tf.test.TestCase):
+class BestOnTestTest(tf.test.TestCase):
 
   def test_keeps_the_first_best_top1(self):
-    selection = test_selection.TestSelection(strategy=tf.distribute.get_strategy(),
+    selection = best_on_test.BestOnTest(strategy=tf.distribute.get_strategy(),
                                              paper="Cao et al. 2019's")
     for epoch, top1, balanced in ((1, 0.5, 0.4), (2, 0.7, 0.6), (3, 0.7, 0.65),
                                   (4, 0.6, 0.7)):
@@ -26,7 +26,7 @@ class TestSelectionTest(tf.test.TestCase):
                       "test_selected_top1"])
 
   def test_off_keeps_and_reports_nothing(self):
-    selection = test_selection.TestSelection(strategy=tf.distribute.get_strategy(),
+    selection = best_on_test.BestOnTest(strategy=tf.distribute.get_strategy(),
                                              paper=None)
     selection.offer(1, {"top1": 0.9, "balanced_accuracy": 0.9})
     self.assertIsNone(selection.summary())

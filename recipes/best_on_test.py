@@ -21,7 +21,7 @@ NOTE = ("selected on the test split as {paper} code does (the best top-1 over th
         "weights'")
 
 
-class TestSelection:
+class BestOnTest:
   """The best test top-1 so far, its epoch and balanced accuracy."""
 
   def __init__(self, *, strategy, paper):
