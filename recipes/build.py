@@ -18,6 +18,7 @@ import tf_keras
 
 from recipes import best as best_lib
 from recipes import experiment
+from recipes import hooks
 from recipes import lifecycle
 from recipes import phases as phases_lib
 from recipes import schedules
@@ -142,7 +143,7 @@ def load_data(task, seed):
   source = construct("Task.data", task.data)
   pool = np.arange(len(source.train_labels))
   validation = np.zeros([0], np.int64)
-  given = getattr(source, "validation_labels", None)
+  given = source.validation_labels
   split = "train"
   if given is not None:
     if task.validation_per_class:
@@ -298,7 +299,8 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
     opt.exclude_from_weight_decay(var_names=list(optimization.weight_decay_exclude))
   if runtime.mixed_precision == "mixed_float16":
     opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
-  inner = getattr(opt, "inner_optimizer", opt)
+  inner = (opt.inner_optimizer
+           if isinstance(opt, tf_keras.mixed_precision.LossScaleOptimizer) else opt)
   inner.build(model.trainable_variables)
   layered = (optimization.layer_decay is not None
              or optimization.layer_learning_rates is not None)
@@ -356,7 +358,7 @@ def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batc
   """The training step: loss, gradient transforms, L2 on the decayed variables, SAM
   (built with the class counts), weight constraints (built on the model)."""
   for transform in optimization.gradient_transforms:
-    if hasattr(transform, "build"):
+    if isinstance(transform, hooks.BuiltOnModel):
       transform.build(model)
   sam = optimization.sam
   if sam is not None:
@@ -366,6 +368,10 @@ def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batc
       raise ConfigError(f"Optimization.sam: {e}") from None
   constraints = list(optimization.weight_constraints)
   for constraint in constraints:
+    if not isinstance(constraint, hooks.WeightConstraint):
+      raise ConfigError(f"Optimization.weight_constraints: {constraint!r} is not a weight "
+                        "constraint (build(model), project(value), variable, every); use "
+                        "e.g. @tricks.MaxNorm()")
     try:
       constraint.build(model)
     except ValueError as e:
@@ -373,9 +379,10 @@ def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batc
   decayed = [v for v in model.trainable_variables
              if not any(p in v.name for p in optimization.weight_decay_exclude)]
   return train_step.TrainStep(train_step.StepParts(
-      strategy, model, optimizing.optimizer, loss_fn, batch_size,
-      list(optimization.gradient_transforms), optimization.l2, decayed,
-      optimizing.layer_rates, runtime.jit_compile, sam, constraints))
+      strategy=strategy, model=model, optimizer=optimizing.optimizer, loss_fn=loss_fn,
+      global_batch=batch_size, gradient_transforms=list(optimization.gradient_transforms),
+      l2=optimization.l2, l2_variables=decayed, layer_learning_rates=optimizing.layer_rates,
+      jit_compile=runtime.jit_compile, sam=sam, weight_constraints=constraints))
 
 
 def check_settings(task, optimization, runtime):

@@ -167,7 +167,7 @@ def posthoc_adjusted_classifier(model_dir, strategy, tau=None, grid=posthoc.DEFA
 
   def adjust(trainer):
     head = decoupled_zoo.head_of(trainer.built.model)
-    if getattr(head, "bias", None) is None:
+    if head.bias is None:
       raise ConfigError(f"posthoc_adjusted_classifier shifts the head's bias, and "
                         f"{head.name!r} has none (a normed head?); bind "
                         "Task.model_transforms = [@posthoc_adjusted] in training instead")

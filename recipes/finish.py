@@ -68,7 +68,7 @@ def test_metrics(trainer, record):
   if built.optimization.hyperrule is not None:
     metrics["hyperrule"] = built.notes[0]
   metrics["nonfinite_rollbacks"] = record.rollbacks
-  skipped = list(getattr(data.source, "skipped_files", ()))
+  skipped = list(data.source.skipped_files)
   metrics["skipped_files"] = {"count": len(skipped), "paths": skipped}
   return metrics
 

@@ -121,7 +121,7 @@ def data_errors(data):
     yield
   except (tf.errors.InvalidArgumentError, tf.errors.DataLossError,
           tf.errors.UnimplementedError) as e:
-    find = getattr(data.source, "find_bad_files", None)
+    find = data.source.find_bad_files
     if find is None:
       raise
     print(f"\n{type(e).__name__} while reading the data; decoding the data set's files "

@@ -13,6 +13,7 @@ import gin
 import tensorflow as tf
 import tf_keras
 
+from recipes import hooks
 from tricks import class_balanced as class_balanced_lib
 from tricks import deferred_reweighting
 from tricks import focal as focal_lib
@@ -120,6 +121,21 @@ BALANCED_LOSSES = ("softmax", "sigmoid", "focal", "ldam", "softmax_bce")
 NORMALIZATIONS = ("batch", "weights")
 
 
+class DeferredLoss:
+  """A class-weighted loss whose weights are deferred (DRW, Cao et al. 2019): the
+  trainer tells it each epoch (hooks.EpochAware) and the weights' variable follows."""
+
+  def __init__(self, loss, deferred):
+    self.loss = loss
+    self.deferred = deferred
+
+  def set_epoch(self, epoch):
+    self.deferred.set_epoch(epoch)
+
+  def __call__(self, labels, logits):
+    return self.loss(labels, logits)
+
+
 class WeightedMean:
   """A weighted per-example loss rescaled so that the trainer's mean over the global
   batch is PyTorch's weighted mean, sum_i w_yi L_i / sum_i w_yi
@@ -130,8 +146,11 @@ class WeightedMean:
   def __init__(self, loss, weights):
     self.loss = loss
     self.class_weights = weights
-    if hasattr(loss, "set_epoch"):
-      self.set_epoch = loss.set_epoch
+
+  def set_epoch(self, epoch):
+    """Passed on to the wrapped loss when it is epoch-aware (hooks.EpochAware)."""
+    if isinstance(self.loss, hooks.EpochAware):
+      self.loss.set_epoch(epoch)
 
   def __call__(self, labels, logits):
     per_example = tf.cast(self.loss(labels, logits), tf.float32)
@@ -194,5 +213,5 @@ def class_balanced(class_counts, beta=0.9999, loss="softmax", start_epoch=0,
   else:
     built = ldam(class_counts, weights=weights)
   if deferred is not None:
-    built.set_epoch = deferred.set_epoch  # the trainer tells it each epoch
+    built = DeferredLoss(built, deferred)
   return WeightedMean(built, weights) if normalize == "weights" else built

@@ -46,9 +46,9 @@ class LoopResult:
   bad_grad_norm: float = 0.0
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class StepParts:
-  """What a training step is made of."""
+  """What a training step is made of (given by keyword)."""
   strategy: tf.distribute.Strategy
   model: tf_keras.Model
   optimizer: tf_keras.optimizers.Optimizer
@@ -85,7 +85,7 @@ class TrainStep:
     self.loss_metric.reset_state()
     self.accuracy_metric.reset_state()
 
-  def _forward_backward(self, images, labels, parts=(None,), extras=True, l2=True):
+  def _forward_backward(self, images, labels, parts=(None,), *, extras=True, l2=True):
     """(unscaled per-replica gradients of each part of the loss, per-example losses,
     logits); XLA-compilable. A part is a per-example 0/1 weight, or None (every
     example); the layers' losses (with `extras`) and the L2 penalty (with `l2`) join
@@ -146,17 +146,18 @@ class TrainStep:
     tail = p.sam.tail_mask(labels)
     if tail is None:  # SAM: the whole loss perturbs
       (perturbing,), per_example, logits = self._forward_backward_fn(
-          images, labels, (None,), True, False)
+          images, labels, (None,), extras=True, l2=False)
       kept, parts, extras = None, (None,), True
     else:  # ImbSAM: the head's loss at w, the tail's at w + eps
       (kept, perturbing), per_example, logits = self._forward_backward_fn(
-          images, labels, (1.0 - tail, tail), True, False)
+          images, labels, (1.0 - tail, tail), extras=True, l2=False)
       kept, parts, extras = reduce(kept), (tail,), False
     eps = sam_lib.perturbation(reduce(perturbing), p.sam.rho)
     # A non-finite gradient (float16 overflow) moves nothing; the step reports it.
     eps = [tf.where(tf.math.is_finite(e), e, tf.zeros_like(e)) for e in eps]
     self._shift(eps, 1.0)
-    (grads,), _, _ = self._forward_backward_fn(images, labels, parts, extras, False)
+    (grads,), _, _ = self._forward_backward_fn(images, labels, parts, extras=extras,
+                                               l2=False)
     self._shift(eps, -1.0)
     grads = reduce(grads)
     if kept is not None:
@@ -198,7 +199,7 @@ class TrainStep:
     """Applies the weight constraints that project every `every` ("step" / "epoch")."""
     strategy = self.parts.strategy
     for constraint in self.parts.weight_constraints:
-      if getattr(constraint, "every", "step") == every:
+      if constraint.every == every:
         strategy.extended.update(
             constraint.variable,
             lambda var, c=constraint: var.assign(c.project(tf.convert_to_tensor(var))),

@@ -24,6 +24,7 @@ from recipes import build as build_lib
 from recipes import evaluation
 from recipes import experiment
 from recipes import finish as finish_lib
+from recipes import hooks
 from recipes import lifecycle
 from recipes import nonfinite
 from recipes import phases as phases_lib
@@ -47,9 +48,8 @@ class Trainer:
     and sets the trainable layers of the phase that trains `epoch` (and retraces).
     `epoch` = the run's epochs sets up the state after training (the last phase)."""
     built = self.built
-    set_epoch = getattr(built.step.parts.loss_fn, "set_epoch", None)
-    if set_epoch is not None:
-      set_epoch(epoch)
+    if isinstance(built.step.parts.loss_fn, hooks.EpochAware):
+      built.step.parts.loss_fn.set_epoch(epoch)
     span = phases_lib.span_at(built.length.spans, epoch)
     if span == self.span:
       return

@@ -22,9 +22,7 @@ one line. The validation list, when given, is the source's `validation` split
 (`Task.validation_per_class`) draws from the training list instead.
 """
 
-import dataclasses
 import os
-from typing import Optional
 
 import gin
 import numpy as np
@@ -33,13 +31,6 @@ import tensorflow as tf
 from recipes.data import image_folder
 from recipes.data import source as source_lib
 from recipes.errors import ConfigError
-
-
-@dataclasses.dataclass(frozen=True)
-class ListSource(source_lib.Source):
-  """A `Source` with, optionally, a given validation split (`validation_labels`, and
-  `make_dataset('validation', ...)`)."""
-  validation_labels: Optional[np.ndarray] = None
 
 
 def resolve(path, list_dir, setting):
@@ -170,7 +161,7 @@ def list_file(root=gin.REQUIRED, train_list=gin.REQUIRED, test_list=gin.REQUIRED
 
   if name is None:
     name = os.path.splitext(os.path.basename(lists["train"][0]))[0]
-  return ListSource(
+  return source_lib.Source(
       name=name, class_names=[str(c) for c in range(num_classes)],
       train_labels=splits["train"][1], test_labels=splits["test"][1],
       make_dataset=make_dataset, find_bad_files=find_bad_files, read_encoded=encoded,

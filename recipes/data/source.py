@@ -32,6 +32,9 @@ class Source:
   `read_encoded(split, indices)`: for sources read from image files, the same examples
   as encoded bytes, so training can decode only a random crop's window
   (`augment.decode_and_crop`); None where the images are held decoded.
+  `validation_labels`: the labels of the source's own validation split
+  (`make_dataset('validation', indices)`, e.g. a list data set's val list), or None:
+  the trainer then holds out `Task.validation_per_class` of the training split.
   """
   name: str
   class_names: Sequence[str]
@@ -42,6 +45,7 @@ class Source:
   skipped_files: Sequence[str] = ()
   find_bad_files: Optional[FindBadFiles] = None
   read_encoded: Optional[ReadEncoded] = None
+  validation_labels: Optional[np.ndarray] = None
 
   @property
   def num_classes(self):

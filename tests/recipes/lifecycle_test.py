@@ -25,7 +25,8 @@ def built_run(model_dir, data=None):
   optimizer.build(model.trainable_variables)
   strategy = tf.distribute.get_strategy()
   step = train_step.TrainStep(train_step.StepParts(
-      strategy, model, optimizer, lambda labels, logits: tf.zeros([1]), 1))
+      strategy=strategy, model=model, optimizer=optimizer,
+      loss_fn=lambda labels, logits: tf.zeros([1]), global_batch=1))
   return types.SimpleNamespace(
       model_dir=model_dir, strategy=strategy, model=model, optimizer=optimizer,
       step=step, config_text="SEED = 1\n", data=data,

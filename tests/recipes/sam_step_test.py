@@ -75,7 +75,8 @@ class SamStepTest(tf.test.TestCase):
     for c in constraints:
       c.build(model)
     step = train_step.TrainStep(train_step.StepParts(
-        strategy, model, opt, squared_error, global_batch=8, l2=l2,
+        strategy=strategy, model=model, optimizer=opt, loss_fn=squared_error,
+        global_batch=8, l2=l2,
         l2_variables=[model.get_layer("logits").kernel], sam=optimizer_sam,
         weight_constraints=list(constraints)))
     dataset = tf.data.Dataset.from_tensor_slices((self.x, self.y)).batch(8)

@@ -27,14 +27,15 @@ class TrainStepTest(tf.test.TestCase):
     self.x = rng.normal(size=[12, 3]).astype(np.float32)
     self.y = (np.arange(12) % 2).astype(np.int32)
 
-  def make(self, lr=0.1, l2=0.0):
+  def make(self, lr=0.1, l2=0.0, loss_fn=None):
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
       model = linear_model()
       opt = tf_keras.optimizers.SGD(learning_rate=lr)
       opt.build(model.trainable_variables)
     step = train_step.TrainStep(train_step.StepParts(
-        strategy, model, opt, mse_per_example, global_batch=4, l2=l2,
+        strategy=strategy, model=model, optimizer=opt, loss_fn=loss_fn or mse_per_example,
+        global_batch=4, l2=l2,
         l2_variables=[model.get_layer("logits").kernel]))
     dataset = tf.data.Dataset.from_tensor_slices((self.x, self.y)).batch(4)
     return step, model, iter(strategy.experimental_distribute_dataset(dataset))
@@ -84,9 +85,8 @@ class TrainStepTest(tf.test.TestCase):
 
   def test_a_non_finite_gradient_with_a_finite_loss_is_caught(self):
     # sqrt(sum(logits^2)) at the zero-initialised model: loss 0, gradient 0 / 0 = NaN.
-    step, _, iterator = self.make()
-    step.parts.loss_fn = lambda labels, logits: tf.sqrt(tf.reduce_sum(tf.square(logits), -1))
-    step.retrace()
+    step, _, iterator = self.make(
+        loss_fn=lambda labels, logits: tf.sqrt(tf.reduce_sum(tf.square(logits), -1)))
     result = step.loop(iterator, 2)
     self.assertEqual(result.bad_step, 0)
     self.assertEqual(result.bad_loss, 0.0)
