@@ -57,10 +57,6 @@ class Best:
     self.manager = checkpoints.checkpoint_manager(tf.train.Checkpoint(model=model),
                                                   directory, 1)
 
-  def trackables(self):
-    """The state the run's checkpoints keep (their keys are a file format)."""
-    return {"best_value": self.value, "best_epoch": self.epoch, "stopped": self.stopped}
-
   def update(self, done, value, steps_per_epoch):
     """After epoch `done` (1-based) scored `value` with the model's current weights:
     saves them when `value` is a new best (raising NonFinite if a weight is not

@@ -35,13 +35,6 @@ class BestOnTest:
       self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
                                name="test_selected_epoch")
 
-  def trackables(self):
-    """The state the run's checkpoints keep (their keys are a file format)."""
-    if not self.paper:
-      return {}
-    return {"test_selected_top1": self.top1, "test_selected_epoch": self.epoch,
-            "test_selected_balanced_accuracy": self.balanced}
-
   def offer(self, epoch, metrics):
     """Epoch `epoch` (1-based) scored `metrics` on the test split; kept if its top-1 is
     above the best so far (the first of equals, as `acc1 > best_acc1`)."""

@@ -90,7 +90,7 @@ class Plan:
   pipeline: Dict[str, Any]  # InputPipeline fields the rule sets
   steps: Optional[int]  # Runtime.steps (None: the run is measured in epochs)
   learning_rate: Callable  # builder: (total_steps, steps_per_epoch) -> rate or schedule
-  notes: List[str] = dataclasses.field(default_factory=list)
+  rule_note: Optional[str] = None  # what the rule chose, in a line (None: no rule)
   derived: Dict[str, Any] = dataclasses.field(default_factory=dict)  # binding -> value
 
 
@@ -120,8 +120,9 @@ class Built:
   evaluator: train_step.EvalStep
   length: Length
   derived: Dict[str, Any]  # Gin binding -> value that build derived (card, plan)
-  notes: List[str]
+  notes: List[str]  # lines printed before training (the rule's note first, if any)
   config_text: str  # the Gin config the run was started with (config.gin)
+  rule_note: Optional[str] = None  # the hyper-rule's choices (metrics.json "hyperrule")
 
 
 def set_up_runtime(runtime):
@@ -190,7 +191,7 @@ def plan_run(optimization, runtime, data, base_pipeline):
     return plan.learning_rate
 
   return Plan(pipeline=dict(plan.pipeline), steps=plan.steps, learning_rate=learning_rate,
-              notes=[plan.note], derived=derived)
+              rule_note=plan.note, derived=derived)
 
 
 def resolve_pipeline(base, overrides, model, card, full_frame=False):
@@ -415,7 +416,7 @@ def build(model_dir, strategy, task, optimization, runtime):
     loss_fn = construct("Task.loss", task.loss, class_counts=data.counts)
   step = build_step(strategy, optimization, runtime, model, optimizing, loss_fn,
                     pipeline.batch_size, data.counts)
-  notes = plan.notes + optimizing.notes
+  notes = ([plan.rule_note] if plan.rule_note else []) + optimizing.notes
   if isinstance(strategy, tf.distribute.TPUStrategy):
     notes += tpu_checks(strategy, runtime, pipeline, data)
   config_text = gin.config_str()
@@ -425,7 +426,7 @@ def build(model_dir, strategy, task, optimization, runtime):
       runtime=runtime, data=data, pipeline=pipeline, model=model,
       optimizer=optimizing.optimizer, schedule=optimizing.schedule, step=step,
       evaluator=train_step.EvalStep(strategy, model), length=length, derived=derived,
-      notes=notes, config_text=config_text)
+      notes=notes, config_text=config_text, rule_note=plan.rule_note)
 
 
 def tpu_checks(strategy, runtime, pipeline, data):

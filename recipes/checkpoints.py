@@ -1,11 +1,13 @@
 """The run's checkpoints: restore the newest that reads back whole, save after checking
 every weight finite, and set damaged ones aside.
 
-Checkpoints are numbered by global step and hold the model, the optimizer, the epoch
-and the step within it, the epoch's running metrics, the layers' random generators,
-the best-checkpoint state and the rollback count, so a run resumes exactly, even
-mid-epoch. Their keys are a file format: a rename would make every existing run's
-checkpoints unreadable.
+Checkpoints are numbered by global step and hold the model, the optimizer, the run's
+`Progress` (epochs done, the step within the next, rollbacks, the current epoch's data
+order), the epoch's running metrics, the layers' random generators and the best-
+checkpoint states, so a run resumes exactly, even mid-epoch. `layout` names every key
+in one place: the keys are a file format (a rename would make every existing run's
+checkpoints unreadable; tests/recipes/checkpoint_fixture/ holds one written before
+this layout was gathered here, and checkpoints_test reads it).
 
 Multi-worker: every worker saves (saving reads the replicas' variables, which takes
 every worker), but only the chief into model_dir; the others into a scratch directory
@@ -13,9 +15,11 @@ of their own (lifecycle.py), as TF's multi-worker guide says. Every worker resto
 from model_dir's checkpoints.
 """
 
+import dataclasses
 import os
 import re
 import sys
+from typing import Any, Optional, Sequence
 
 import tensorflow as tf
 
@@ -25,25 +29,86 @@ from recipes.errors import ConfigError
 NUMBERED = re.compile(r"^ckpt-(\d+)\.index$")
 
 
-class Checkpoints:
-  """Restore and save of one run's training state (see the module docstring)."""
+class Progress:
+  """Where the run is, saved in every checkpoint: epochs done, steps done into the
+  next, rollbacks so far, and the rollback count whose data order the current epoch
+  follows (a resumed partial epoch keeps its order, even after a rollback). The loop
+  asks it; only `Checkpoints` sets the position."""
 
-  def __init__(self, *, model_dir, root, chief, strategy, model, optimizer, trackables,
-               length, keep):
-    """`root`: where this worker writes (model_dir on the chief); `trackables`: the
-    other state saved beside model and optimizer (metrics, best state, generators);
-    `length`: the run's build.Length; `keep`: checkpoints kept on the chief."""
+  def __init__(self, strategy):
     with strategy.scope():
       self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
       self.step_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
                                        name="step_in_epoch")
       self.rollbacks = tf.Variable(0, dtype=tf.int64, trainable=False, name="retries")
-      # The rollback count whose data order the current epoch follows.
       self.epoch_order = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch_order")
-    self.checkpoint = tf.train.Checkpoint(
-        model=model, optimizer=optimizer, epoch=self.epoch,
-        step_in_epoch=self.step_in_epoch, retries=self.rollbacks,  # "retries": the format
-        epoch_order=self.epoch_order, **trackables)
+
+  @property
+  def epochs_done(self):
+    return int(self.epoch.numpy())
+
+  @property
+  def position(self):
+    """(epochs done, steps done into the next)."""
+    return int(self.epoch.numpy()), int(self.step_in_epoch.numpy())
+
+  def begin_epoch(self):
+    """A new epoch (not a resumed one) takes the latest data order."""
+    self.epoch_order.assign(self.rollbacks)
+
+  def data_seed(self, seed):
+    """The seed of the current epoch's data order (nonfinite.data_seed)."""
+    return nonfinite.data_seed(seed, int(self.epoch_order.numpy()))
+
+  def end_epoch(self, done):
+    """`done` epochs are trained."""
+    self.epoch.assign(done)
+    self.step_in_epoch.assign(0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+  """What a run's checkpoints keep beside model, optimizer and progress (None: not
+  kept): the best checkpoint's state (best.Best), the paper's best test epoch
+  (best_on_test.BestOnTest), the epoch's running metrics, the random layers'
+  generators."""
+  best: Optional[Any] = None
+  best_on_test: Optional[Any] = None
+  loss_metric: Optional[Any] = None
+  accuracy_metric: Optional[Any] = None
+  layer_rngs: Sequence[Any] = ()
+
+
+def layout(model, optimizer, progress, kept):
+  """Every key of a run's checkpoint and what it holds: the file format, in one place.
+  "retries" is the rollback count's key (its first name); the best-on-test keys exist
+  only in runs that keep that selection (Runtime.test_selection)."""
+  keys = dict(model=model, optimizer=optimizer, epoch=progress.epoch,
+              step_in_epoch=progress.step_in_epoch, retries=progress.rollbacks,
+              epoch_order=progress.epoch_order)
+  if kept.best is not None:
+    keys.update(best_value=kept.best.value, best_epoch=kept.best.epoch,
+                stopped=kept.best.stopped)
+  if kept.best_on_test is not None and kept.best_on_test.paper:
+    keys.update(test_selected_top1=kept.best_on_test.top1,
+                test_selected_epoch=kept.best_on_test.epoch,
+                test_selected_balanced_accuracy=kept.best_on_test.balanced)
+  if kept.loss_metric is not None:
+    keys.update(loss_metric=kept.loss_metric, accuracy_metric=kept.accuracy_metric,
+                layer_rngs=list(kept.layer_rngs))
+  return keys
+
+
+class Checkpoints:
+  """Restore and save of one run's training state (see the module docstring)."""
+
+  def __init__(self, *, model_dir, root, chief, strategy, model, optimizer, length, keep,
+               kept=Kept()):
+    """`root`: where this worker writes (model_dir on the chief); `length`: the run's
+    build.Length; `keep`: checkpoints kept on the chief; `kept`: the other state saved
+    (`Kept`)."""
+    self.progress = Progress(strategy)
+    self.checkpoint = tf.train.Checkpoint(**layout(model, optimizer, self.progress, kept))
     self._weights = lambda: model.weights + list(optimizer.variables)
     self.length = length
     self.keep = keep
@@ -90,8 +155,7 @@ class Checkpoints:
             f"({' '.join(str(e).split())[:120]}); it was written by another version of "
             "the recipe: choose a new --model_dir") from None
       self.restored = path
-      epoch, step = int(self.epoch.numpy()), int(self.step_in_epoch.numpy())
-      self.position = (epoch, step)
+      epoch, step = self.position = self.progress.position
       if damaged and self.chief:  # the state file names what was moved: write it again
         self.manager = record_state(self.checkpoint, self.directory, self.keep,
                                     self.candidates())
@@ -108,9 +172,10 @@ class Checkpoints:
     """Restores the last good checkpoint after a non-finite step and counts the
     rollback in the run's state (the next epochs take a fresh data order); returns
     (epoch, step in epoch) to start from."""
-    before = int(self.rollbacks.numpy())
+    rollbacks = self.progress.rollbacks
+    before = int(rollbacks.numpy())
     position = self.restore()
-    self.rollbacks.assign(max(before, int(self.rollbacks.numpy())) + 1)
+    rollbacks.assign(max(before, int(rollbacks.numpy())) + 1)
     return position
 
   def save(self, epoch, step_in_epoch=0):
@@ -120,8 +185,8 @@ class Checkpoints:
     if self.position == (epoch, step_in_epoch):
       return self.restored  # nothing new since: never rewrite the checkpoint in place
     nonfinite.check_finite(self._weights(), step, epoch)
-    self.epoch.assign(epoch)
-    self.step_in_epoch.assign(step_in_epoch)
+    self.progress.epoch.assign(epoch)
+    self.progress.step_in_epoch.assign(step_in_epoch)
     path = self.manager.save(checkpoint_number=step)
     self.restored, self.position = path, (epoch, step_in_epoch)
     return path

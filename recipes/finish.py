@@ -65,8 +65,8 @@ def test_metrics(trainer, record):
   if len(data.validation):
     final = trainer.evaluate("validation")
     metrics["final_validation"] = {k: final[k] for k in evaluation.METRICS}
-  if built.optimization.hyperrule is not None:
-    metrics["hyperrule"] = built.notes[0]
+  if built.rule_note is not None:
+    metrics["hyperrule"] = built.rule_note
   metrics["nonfinite_rollbacks"] = record.rollbacks
   skipped = list(data.source.skipped_files)
   metrics["skipped_files"] = {"count": len(skipped), "paths": skipped}

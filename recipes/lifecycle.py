@@ -62,13 +62,14 @@ def open_run_dir(built, chief):
                        eval_every=runtime.eval_every_epochs)
   on_test = best_on_test_lib.BestOnTest(strategy=built.strategy,
                                         paper=runtime.test_selection)
+  kept = checkpoints_lib.Kept(
+      best=best, best_on_test=on_test, loss_metric=built.step.loss_metric,
+      accuracy_metric=built.step.accuracy_metric,
+      layer_rngs=layer_rng.layer_random_generators(built.model))
   checkpoints = checkpoints_lib.Checkpoints(
       model_dir=built.model_dir, root=root, chief=chief, strategy=built.strategy,
       model=built.model, optimizer=built.optimizer, length=built.length,
-      keep=runtime.keep_checkpoints,
-      trackables=dict(best.trackables(), **on_test.trackables(),
-                      loss_metric=built.step.loss_metric, accuracy_metric=built.step.accuracy_metric,
-                      layer_rngs=layer_rng.layer_random_generators(built.model)))
+      keep=runtime.keep_checkpoints, kept=kept)
   if chief:
     train_writer = tf.summary.create_file_writer(os.path.join(root, "train"))
     eval_writer = tf.summary.create_file_writer(os.path.join(root, "eval"))

@@ -186,10 +186,10 @@ def fit(trainer, run_dir, on_step=None):
         print(f"\nStep {bad.step}: {bad.what}; rolled back to {ckpt.restored} (epoch "
               f"{epoch}, step {start}); retry {rollbacks.in_a_row} of {rollbacks.limit} "
               "on a fresh data order", flush=True)
-  if loss is None and int(ckpt.epoch.numpy()):  # restored at the end: its last epoch's
+  if loss is None and ckpt.progress.epochs_done:  # restored at the end: its last epoch's
     loss = float(trainer.built.step.loss_metric.result())  # running loss is in the ckpt
   trainer.begin_epoch(trainer.built.length.epochs)
-  return Record(last_epoch=int(ckpt.epoch.numpy()), final_train_loss=loss,
+  return Record(last_epoch=ckpt.progress.epochs_done, final_train_loss=loss,
                 seconds=time.time() - began, best=run_dir.best.summary(),
                 stopped_early=stopped, rollbacks=rollbacks.count)
 
@@ -198,22 +198,21 @@ def _train(trainer, run_dir, first, start, on_step, stopping):
   """Epochs `first` (from its step `start`) to the end; (last epoch's loss, stopped
   early). `stopping`: the preemption notice and the function asking for a stop."""
   notice, stop = stopping
-  built, ckpt = trainer.built, run_dir.checkpoints
+  built, progress = trainer.built, run_dir.checkpoints.progress
   loss = None
   stopped = bool(run_dir.best.stopped.numpy())
   for epoch in range(first, first if stopped else built.length.epochs):
     if stop():
-      _preempted(run_dir, notice, epoch, start)
+      _preempted(trainer, run_dir, notice, (epoch, start))
     print(f"Epoch {epoch + 1}/{built.length.epochs}", flush=True)
     trainer.begin_epoch(epoch)
     if not start:
       built.step.reset_metrics()
-      ckpt.epoch_order.assign(ckpt.rollbacks)  # a new epoch takes the latest order
-    # A resumed partial epoch keeps the order it began with, even after a rollback.
-    seed = nonfinite.data_seed(built.runtime.seed, int(ckpt.epoch_order.numpy()))
+      progress.begin_epoch()
+    seed = progress.data_seed(built.runtime.seed)  # a resumed epoch keeps its order
     done = trainer.train_epoch(epoch, start=start, seed=seed, on_step=on_step, stop=stop)
     if done < trainer.steps_in(epoch):
-      _preempted(run_dir, notice, epoch, done)
+      _preempted(trainer, run_dir, notice, (epoch, done))
     start = 0
     loss = float(built.step.loss_metric.result())
     if end_epoch(trainer, run_dir, epoch):
@@ -222,10 +221,12 @@ def _train(trainer, run_dir, first, start, on_step, stopping):
   return loss, stopped
 
 
-def _preempted(run_dir, notice, epoch, step_in_epoch):
+def _preempted(trainer, run_dir, notice, position):
+  """Saves at `position` (epoch, step in epoch) and raises Preempted."""
+  epoch, step_in_epoch = position
   saved = run_dir.checkpoints.save(epoch, step_in_epoch)
   raise preemption.preempted(notice, saved, epoch, step_in_epoch,
-                             run_dir.checkpoints.length.steps_per_epoch)
+                             trainer.built.length.steps_per_epoch)
 
 
 def end_epoch(trainer, run_dir, epoch):
@@ -233,8 +234,7 @@ def end_epoch(trainer, run_dir, epoch):
   checkpoint, the test evaluation's summaries; True to stop early."""
   built, runtime = trainer.built, trainer.built.runtime
   done = epoch + 1
-  run_dir.checkpoints.epoch.assign(done)
-  run_dir.checkpoints.step_in_epoch.assign(0)
+  run_dir.checkpoints.progress.end_epoch(done)
   with run_dir.train_writer.as_default(step=done):
     tf.summary.scalar("loss", built.step.loss_metric.result())
     tf.summary.scalar("accuracy", built.step.accuracy_metric.result())

@@ -95,7 +95,7 @@ class BitHyperRuleTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(feed.image_size, 8)  # the Gin-built pipeline is left as built
     schedule = plan.learning_rate(total_steps=123, steps_per_epoch=1)
     self.assertAllClose(float(schedule(5000)), 0.003 * 64 / 512 / 10)  # past 3000 only
-    self.assertIn("20000 examples (medium) -> 10000 steps", plan.notes[0])
+    self.assertIn("20000 examples (medium) -> 10000 steps", plan.rule_note)
     # A recipe with CutMix keeps its own mixing.
     plan = build.plan_run(optimization, experiment.Runtime(), data,
                           pipeline.InputPipeline(batch_size=64, cutmix_alpha=1.0))

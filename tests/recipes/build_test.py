@@ -99,8 +99,8 @@ class BuildTest(tf.test.TestCase):
     rate = lambda total_steps, steps_per_epoch: 0.1
     plan = build.plan_run(experiment.Optimization(learning_rate=rate),
                           experiment.Runtime(steps=40), None, None)
-    self.assertEqual((plan.pipeline, plan.steps, plan.notes, plan.derived),
-                     ({}, 40, [], {}))
+    self.assertEqual((plan.pipeline, plan.steps, plan.rule_note, plan.derived),
+                     ({}, 40, None, {}))
     self.assertIs(plan.learning_rate, rate)
 
 
