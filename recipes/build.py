@@ -2,7 +2,7 @@
 runtime)` validates every setting and constructs the data, model, optimizer, loss and
 step functions, and returns them as a `Built`. It writes nothing, and every ConfigError
 a run can raise before training comes from here. A rule that derives settings
-(BiT-HyperRule) returns a `Plan` that is applied before anything it affects is built.
+(BiT-HyperRule) returns a `DerivedSettings` that is applied before anything it affects is built.
 """
 
 import dataclasses
@@ -85,7 +85,7 @@ class Length:
 
 
 @dataclasses.dataclass
-class Plan:
+class DerivedSettings:
   """The settings a rule derives (BiT-HyperRule), or the run's own when it has none."""
   pipeline: Dict[str, Any]  # InputPipeline fields the rule sets
   steps: Optional[int]  # Runtime.steps (None: the run is measured in epochs)
@@ -175,7 +175,7 @@ def plan_run(optimization, runtime, data, base_pipeline):
   """The hyperrule's plan, if the run has one, else the run's own settings."""
   rule = optimization.hyperrule
   if rule is None:
-    return Plan(pipeline={}, steps=runtime.steps, learning_rate=optimization.learning_rate)
+    return DerivedSettings(pipeline={}, steps=runtime.steps, learning_rate=optimization.learning_rate)
   if optimization.phases:
     raise ConfigError("Optimization.hyperrule sets one schedule for the whole run; it does "
                       "not combine with Optimization.phases (set HEAD_EPOCHS = 0)")
@@ -190,7 +190,7 @@ def plan_run(optimization, runtime, data, base_pipeline):
     del total_steps, steps_per_epoch
     return plan.learning_rate
 
-  return Plan(pipeline=dict(plan.pipeline), steps=plan.steps, learning_rate=learning_rate,
+  return DerivedSettings(pipeline=dict(plan.pipeline), steps=plan.steps, learning_rate=learning_rate,
               rule_note=plan.note, derived=derived)
 
 

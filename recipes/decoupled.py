@@ -35,7 +35,7 @@ from recipes import evaluation
 from recipes import experiment
 from recipes import finish as finish_lib
 from recipes import lifecycle
-from recipes import report
+from recipes import run_report
 from recipes import strategies
 from recipes import train_step
 from recipes import trainer as trainer_lib
@@ -117,7 +117,7 @@ def _untrained_stage(model_dir, strategy, adjust):
                                              seconds=time.time() - began),
         extra=dict(entry, epochs=0, epochs_trained=0, steps=0))
 
-  return lifecycle.run(built, body)
+  return lifecycle.run_in_model_dir(built, body)
 
 
 def _choice(name, value, scores):
@@ -228,7 +228,7 @@ def decoupled(model_dir, strategy, stage2=gin.REQUIRED, stage1_checkpoint=None,
     metrics = stage2(os.path.join(model_dir, STAGE2), strategy)
   if strategies.is_chief(strategy):
     headline = evaluation.METRICS
-    report.write_json(os.path.join(model_dir, "decoupled.json"), {
+    run_report.write_json(os.path.join(model_dir, "decoupled.json"), {
         "stage1_checkpoint": checkpoint,
         "stage1": {k: stage1.get(k) for k in headline} if stage1 else None,
         "stage2": {k: metrics.get(k) for k in headline},

@@ -10,7 +10,7 @@ import gin
 import tensorflow as tf
 
 from recipes import evaluation
-from recipes import report
+from recipes import run_report
 from tricks import weight_ema
 from zoo import export
 
@@ -67,7 +67,7 @@ def test_metrics(trainer, record):
     metrics["final_validation"] = {k: final[k] for k in evaluation.METRICS}
   if built.rule_note is not None:
     metrics["hyperrule"] = built.rule_note
-  metrics["nonfinite_rollbacks"] = record.rollbacks
+  metrics["nonfinite_rollbacks"] = record.rollbacks_this_process
   skipped = list(data.source.skipped_files)
   metrics["skipped_files"] = {"count": len(skipped), "paths": skipped}
   return metrics
@@ -88,16 +88,16 @@ def finish(trainer, run_dir, record, extra=None):
       write_export(os.path.join(run_dir.root, "export"), built)  # variables); the chief's
     return metrics  # is kept
   evaluation.write_summaries(run_dir.eval_writer, metrics, built.length.epochs)
-  report.plot_per_class_accuracy(
+  run_report.plot_per_class_accuracy(
       os.path.join(built.model_dir, "per_class_accuracy.png"), metrics,
       title=f"{built.task.name or built.data.source.name}: per-class accuracy vs. "
       "training count")
   if built.runtime.export_saved_model:
     write_export(os.path.join(built.model_dir, "export"), built)
-  report.write_text(os.path.join(built.model_dir, "operative_config.gin"),
+  run_report.write_text(os.path.join(built.model_dir, "operative_config.gin"),
                     operative_config(built))
   # Last: its presence marks a finished run (a rerun leaves it as it is).
-  report.write_json(os.path.join(built.model_dir, "metrics.json"), metrics)
+  run_report.write_json(os.path.join(built.model_dir, "metrics.json"), metrics)
   return metrics
 
 

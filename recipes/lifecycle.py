@@ -23,11 +23,11 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from recipes import best as best_lib
-from recipes import checkpoints as checkpoints_lib
-from recipes import report
-from recipes import run_lock
-from recipes import strategies
 from recipes import best_on_test as best_on_test_lib
+from recipes import checkpoints as checkpoints_lib
+from recipes import run_lock
+from recipes import run_report
+from recipes import strategies
 from recipes.errors import ConfigError
 from tricks import layer_rng
 
@@ -81,7 +81,7 @@ def open_run_dir(built, chief):
                 eval_writer=eval_writer)
 
 
-def run(built, body):
+def run_in_model_dir(built, body):
   """Runs `body(run_dir)` as `built`'s run in its model_dir (steps 1 to 6 of the
   module docstring); returns its metrics, or a finished run's."""
   chief = strategies.is_chief(built.strategy)
@@ -92,7 +92,7 @@ def run(built, body):
             "as it was; choose a new --model_dir to train again", flush=True)
       return finished
     if chief:
-      report.write_text(os.path.join(built.model_dir, "config.gin"), built.config_text)
+      run_report.write_text(os.path.join(built.model_dir, "config.gin"), built.config_text)
     run_dir = open_run_dir(built, chief)
     try:
       with data_errors(built.data):

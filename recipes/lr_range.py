@@ -21,7 +21,7 @@ import numpy as np
 import tf_keras
 
 from recipes import experiment
-from recipes import report
+from recipes import run_report
 from recipes import trainer
 from recipes.errors import ConfigError
 from recipes.errors import Diverged
@@ -93,7 +93,7 @@ def plot(path, lrs, losses, accuracies, suggestion, smoothing=0.9):
   ax_acc.legend(fontsize=8, loc="upper left")
   ax_loss.set_title("LR range test (Smith 2017)")
   fig.tight_layout()
-  report.atomic_write(path, lambda f: fig.savefig(f, format="png"))
+  run_report.atomic_write(path, lambda f: fig.savefig(f, format="png"))
   plt.close(fig)
 
 
@@ -136,5 +136,5 @@ def lr_range_test(model_dir, strategy, smoothing=0.9, diverge=4.0):
   if steps["lr"]:
     plot(os.path.join(model_dir, "lr_range.png"), steps["lr"], steps["loss"],
          steps["accuracy"], suggestion, smoothing)
-  report.write_json(path, result)
-  return report.finite(result)  # as written: NaN and Inf as None
+  run_report.write_json(path, result)
+  return run_report.finite(result)  # as written: NaN and Inf as None

@@ -4,7 +4,7 @@ A loop whose step had a NaN or Inf loss or gradient norm (train_step reports the
 such step), or a weight that is not finite when a checkpoint is about to be written,
 raises `NonFinite`. The trainer then rolls back to the last good checkpoint and retries
 on a fresh data order, at most `Runtime.nonfinite_retries` times in a row; past that
-`Rollbacks.count_one` raises Diverged (exit status 3).
+`RollbackPolicy.count_one` raises Diverged (exit status 3).
 
 One name per concept: `Runtime.nonfinite_retries` is the limit; a rollback is one
 return to a checkpoint; the run's rollbacks so far (kept in the checkpoint) offset the
@@ -68,7 +68,7 @@ def _all_finite(variables):
                    for v in variables])
 
 
-class Rollbacks:
+class RollbackPolicy:
   """The rollback policy: retry from the last good checkpoint, at most `limit` times
   in a row; a rollback counts as "in a row" while the run has saved no checkpoint
   past the one the previous rollback went back to."""

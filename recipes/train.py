@@ -43,21 +43,21 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 
 from recipes import baselines
 from recipes import configurables  # pylint: disable=unused-import
-from recipes import errors
 from recipes import decoupled  # pylint: disable=unused-import  (registers decoupled)
+from recipes import errors
 from recipes import evaluation
 from recipes import experiment
 from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
 from recipes import renamed
-from recipes import report
+from recipes import run_report
 from recipes import strategies
 from recipes import trainer
+from recipes.errors import ConfigError
+from recipes.errors import Diverged
 from recipes.errors import EXIT_DIVERGED
 from recipes.errors import EXIT_INTERRUPTED
 from recipes.errors import EXIT_PEER_LOST
 from recipes.errors import EXIT_PREEMPTED
-from recipes.errors import ConfigError
-from recipes.errors import Diverged
 from recipes.errors import Preempted
 
 FLAGS = flags.FLAGS
@@ -220,7 +220,7 @@ def main(argv):
     print(f"\n{summary}\nThis worker is done; the chief writes the report in {model_dir}")
     return
   written = sorted(n for n in os.listdir(model_dir) if not n.startswith("."))
-  result = report.result_lines(metrics, baselines.readme_baseline(metrics))
+  result = run_report.result_lines(metrics, baselines.readme_baseline(metrics))
   print("\n".join(["", summary, *result, f"Report in {model_dir}: {', '.join(written)}"]))
 
 

@@ -1,7 +1,7 @@
 """The one trainer every recipe configures: build, fit, finish.
 
     built = build.build(model_dir, strategy, task, optimization, runtime)  # build.py
-    lifecycle.run(built, body)  # lock, config.gin, checkpoints, close: lifecycle.py
+    lifecycle.run_in_model_dir(built, body)  # lock, config.gin, checkpoints, close: lifecycle.py
       fit(trainer, run_dir)      # this module: the epochs, and at each epoch's end
                                  # summaries, validation (best.py), a checkpoint
                                  # (checkpoints.py); rollbacks (nonfinite.py) and
@@ -153,14 +153,14 @@ class Record:
   seconds: float  # training time in this process
   best: Optional[Dict[str, Any]] = None  # best.Best.summary()
   stopped_early: bool = False
-  rollbacks: int = 0  # after a non-finite step, in this process
+  rollbacks_this_process: int = 0  # after a non-finite step
 
 
 def fit(trainer, run_dir, on_step=None):
   """Trains from the latest good checkpoint to the run's end (or an early stop).
 
   A non-finite step rolls back to the last good checkpoint and retries on a fresh
-  data order (nonfinite.Rollbacks). SIGTERM (or Ctrl-C) saves a checkpoint where the
+  data order (nonfinite.RollbackPolicy). SIGTERM (or Ctrl-C) saves a checkpoint where the
   run is and raises Preempted."""
   ckpt = run_dir.checkpoints
   epoch, start = ckpt.restore()
@@ -171,12 +171,13 @@ def fit(trainer, run_dir, on_step=None):
       raise Diverged(f"the initial weights are not finite ({bad.what}); check the model's "
                      "pretrained weights or initialisation") from None
   began = time.time()
-  rollbacks = nonfinite.Rollbacks(trainer.built.runtime.nonfinite_retries)
+  rollbacks = nonfinite.RollbackPolicy(trainer.built.runtime.nonfinite_retries)
   with preemption.Notice() as notice:
     stop = preemption.stop_requested(trainer.built.strategy, notice)
     while True:
       try:
-        loss, stopped = _train(trainer, run_dir, epoch, start, on_step, (notice, stop))
+        loss, stopped = _train_epochs(trainer, run_dir, epoch, start, on_step,
+                                      (notice, stop))
         break
       except nonfinite.NonFinite as bad:
         rollbacks.count_one(bad, ckpt.restored)
@@ -191,10 +192,10 @@ def fit(trainer, run_dir, on_step=None):
   trainer.begin_epoch(trainer.built.length.epochs)
   return Record(last_epoch=ckpt.progress.epochs_done, final_train_loss=loss,
                 seconds=time.time() - began, best=run_dir.best.summary(),
-                stopped_early=stopped, rollbacks=rollbacks.count)
+                stopped_early=stopped, rollbacks_this_process=rollbacks.count)
 
 
-def _train(trainer, run_dir, first, start, on_step, stopping):
+def _train_epochs(trainer, run_dir, first, start, on_step, stopping):
   """Epochs `first` (from its step `start`) to the end; (last epoch's loss, stopped
   early). `stopping`: the preemption notice and the function asking for a stop."""
   notice, stop = stopping
@@ -293,8 +294,8 @@ def train_and_evaluate(model_dir, strategy, task=None, optimization=None, runtim
       runtime or build_lib.construct("Runtime", experiment.Runtime))
   trainer = Trainer(built)
 
-  def train(run_dir):
+  def body(run_dir):
     announce(built, model_dir)
     return finish_lib.finish(trainer, run_dir, fit(trainer, run_dir, on_step))
 
-  return lifecycle.run(built, train)
+  return lifecycle.run_in_model_dir(built, body)

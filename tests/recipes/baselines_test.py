@@ -7,7 +7,7 @@ import os
 import tensorflow as tf
 
 from recipes import baselines
-from recipes import report
+from recipes import run_report
 
 RUN = {"recipe": "nfnet_long_tail", "seed": 1, "train_class_counts": [50, 10, 2],
        "num_test_examples": 300, "epochs": 12, "steps": 120, "balanced_accuracy": 0.8125,
@@ -39,7 +39,7 @@ class BaselinesTest(tf.test.TestCase):
     found = baselines.readme_baseline(RUN, root)
     self.assertAllClose(found[0], 0.73)
     self.assertEqual(found[1:], (["0", "1", "2"], 0.72))
-    self.assertEqual(report.result_lines(RUN, found), [
+    self.assertEqual(run_report.result_lines(RUN, found), [
         "Balanced accuracy 0.812 on the test split (300 images; top-1 0.812); many-shot "
         "0.900 (1 classes), medium-shot 0.800 (1 classes), few-shot 0.738 (1 classes)",
         "cross-entropy on this split: 0.730 (README: mean of seeds 0, 1, 2; seed 1: 0.720)"])
@@ -51,7 +51,7 @@ class BaselinesTest(tf.test.TestCase):
                    {"recipe": "nfnet_long_tail_digits"}):
       self.assertIsNone(baselines.readme_baseline(dict(RUN, **change), root), change)
     self.assertIsNone(baselines.readme_baseline(RUN, self.create_tempdir().full_path))
-    self.assertLen(report.result_lines(RUN, None), 1)
+    self.assertLen(run_report.result_lines(RUN, None), 1)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 
-from recipes import report
+from recipes import run_report
 from recipes import train
 from recipes import train_step
 from recipes import trainer
@@ -83,14 +83,14 @@ def main():
       return evaluate(self, *args, **kwargs)
     trainer.Trainer.evaluate = patched_evaluate
   elif when == "report":
-    write_json = report.write_json
+    write_json = run_report.write_json
     tick = after(count, kill(signal.SIGKILL))
 
     def patched_write_json(path, data):
       if os.path.basename(path) == "metrics.json":
         tick()
       return write_json(path, data)
-    report.write_json = patched_write_json
+    run_report.write_json = patched_write_json
   else:
     raise SystemExit(f"unknown point {when!r}")
   train.cli(["train", *argv])

@@ -51,17 +51,17 @@ class LifecycleTest(tf.test.TestCase):
         json.dump({"top1": 0.5}, f)
       return {"top1": 0.5}
 
-    self.assertEqual(lifecycle.run(built_run(model_dir), body), {"top1": 0.5})
+    self.assertEqual(lifecycle.run_in_model_dir(built_run(model_dir), body), {"top1": 0.5})
     self.assertLen(seen, 1)
     # Finished: the report as it is, and the body is not run again.
-    self.assertEqual(lifecycle.run(built_run(model_dir), seen.append), {"top1": 0.5})
+    self.assertEqual(lifecycle.run_in_model_dir(built_run(model_dir), seen.append), {"top1": 0.5})
     self.assertLen(seen, 1)
 
   def test_a_locked_model_dir_is_refused_before_anything_is_written(self):
     model_dir = self.get_temp_dir()
     with run_lock.acquire(model_dir):
       with self.assertRaisesRegex(ConfigError, "is in use by"):
-        lifecycle.run(built_run(model_dir), lambda run_dir: self.fail("ran"))
+        lifecycle.run_in_model_dir(built_run(model_dir), lambda run_dir: self.fail("ran"))
     self.assertFalse(os.path.exists(os.path.join(model_dir, "config.gin")))
 
   def test_a_file_that_fails_to_decode_is_named(self):
@@ -73,7 +73,7 @@ class LifecycleTest(tf.test.TestCase):
       raise tf.errors.InvalidArgumentError(None, None, "Invalid JPEG data")
 
     with self.assertRaisesRegex(ConfigError, r"^/data/b.jpg does not decode as an image"):
-      lifecycle.run(built_run(self.get_temp_dir(), data), body)
+      lifecycle.run_in_model_dir(built_run(self.get_temp_dir(), data), body)
 
   def test_finished_report(self):
     model_dir = self.get_temp_dir()

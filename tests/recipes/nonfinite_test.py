@@ -16,7 +16,7 @@ def bad(step=7, epoch=1):
 class RollbacksTest(tf.test.TestCase):
 
   def test_limit_in_a_row_then_diverged(self):
-    policy = nonfinite.Rollbacks(limit=2)
+    policy = nonfinite.RollbackPolicy(limit=2)
     for expected in (1, 2):
       policy.count_one(bad(), "ckpt-10")
       policy.went_back_to("ckpt-10")
@@ -28,7 +28,7 @@ class RollbacksTest(tf.test.TestCase):
     self.assertEqual(policy.count, 2)
 
   def test_a_checkpoint_past_the_rollback_starts_a_new_count(self):
-    policy = nonfinite.Rollbacks(limit=1)
+    policy = nonfinite.RollbackPolicy(limit=1)
     policy.count_one(bad(), "ckpt-10")
     policy.went_back_to("ckpt-10")
     policy.count_one(bad(step=30), "ckpt-20")  # saved ckpt-20 since: a new divergence
@@ -36,7 +36,7 @@ class RollbacksTest(tf.test.TestCase):
 
   def test_no_retries(self):
     with self.assertRaisesRegex(Diverged, r"no retries: Runtime.nonfinite_retries = 0"):
-      nonfinite.Rollbacks(limit=0).count_one(bad(), "ckpt-0")
+      nonfinite.RollbackPolicy(limit=0).count_one(bad(), "ckpt-0")
 
 
 class DetectionTest(tf.test.TestCase):

@@ -7,7 +7,7 @@ from unittest import mock
 import tensorflow as tf
 
 from recipes import evaluation
-from recipes import report
+from recipes import run_report
 
 
 class ReportTest(tf.test.TestCase):
@@ -15,19 +15,19 @@ class ReportTest(tf.test.TestCase):
   def test_json_and_png(self):
     metrics = evaluation.long_tail_metrics([0, 1, 2, 2], [0, 1, 2, 0], [90, 9, 1], 20, 5)
     tmp = self.get_temp_dir()
-    report.write_json(os.path.join(tmp, "metrics.json"), metrics)
+    run_report.write_json(os.path.join(tmp, "metrics.json"), metrics)
     with open(os.path.join(tmp, "metrics.json")) as f:
       self.assertEqual(json.load(f)["per_class_accuracy"], [1.0, 1.0, 0.5])
     png = os.path.join(tmp, "plot.png")
-    report.plot_per_class_accuracy(png, metrics, title="t")
+    run_report.plot_per_class_accuracy(png, metrics, title="t")
     with open(png, "rb") as f:
       self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
   def test_legend_hides_nothing(self):
     # Below the axes, not over the points and the "medium | many" label (it was).
     metrics = evaluation.long_tail_metrics([0, 1, 2, 2], [0, 1, 2, 0], [90, 9, 1], 20, 5)
-    with mock.patch.object(report.plt, "close") as close:
-      report.plot_per_class_accuracy(os.path.join(self.get_temp_dir(), "p.png"), metrics)
+    with mock.patch.object(run_report.plt, "close") as close:
+      run_report.plot_per_class_accuracy(os.path.join(self.get_temp_dir(), "p.png"), metrics)
     fig = close.call_args[0][0]
     ax, = fig.axes
     renderer = fig.canvas.get_renderer()
@@ -40,7 +40,7 @@ class ReportTest(tf.test.TestCase):
       self.assertFalse(legend.overlaps(label))
     self.assertTrue(fig.bbox.contains(legend.x0, legend.y0))  # not cut off the image
     self.assertTrue(fig.bbox.contains(legend.x1, legend.y1))
-    report.plt.close(fig)
+    run_report.plt.close(fig)
 
   def test_failed_write_leaves_nothing(self):
     tmp = self.get_temp_dir()
@@ -51,7 +51,7 @@ class ReportTest(tf.test.TestCase):
       raise RuntimeError("disk full")
 
     with self.assertRaisesRegex(RuntimeError, "disk full"):
-      report.atomic_write(path, explode)
+      run_report.atomic_write(path, explode)
     self.assertEqual(os.listdir(tmp), [])
 
 
