@@ -98,6 +98,18 @@ def parse_config(gin_files, gin_bindings):
   except (ValueError, KeyError, IOError) as e:
     raise gin_error(e) from None
   renamed.check()  # an old macro name (TAU, WEIGHT_DECAY, ...) is an error
+  if files and not bound("Task.name"):  # a recipe is named for its file
+    with gin.unlock_config():
+      gin.bind_parameter("Task.name", os.path.splitext(os.path.basename(files[0]))[0])
+
+
+def bound(parameter):
+  """Whether the parsed config binds `parameter` (unscoped)."""
+  try:
+    gin.query_parameter(parameter)
+  except ValueError:
+    return False
+  return True
 
 
 def syntax_error(files, bindings, error):
