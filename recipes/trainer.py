@@ -35,10 +35,13 @@ from tricks import weight_ema
 
 
 class Trainer:
-  """Trains and evaluates a built run (build.Built) epoch by epoch."""
+  """Trains and evaluates a built run (build.Built) epoch by epoch. `on_step(step,
+  loss, accuracy, learning_rate)`, if given, sees every global batch (up to a
+  non-finite one): the LR range test records them."""
 
-  def __init__(self, built):
+  def __init__(self, built, on_step=None):
     self.built = built
+    self.on_step = on_step
     self.span = None  # the phase the model is set up for
 
   # -- training ----------------------------------------------------------------
@@ -60,13 +63,11 @@ class Trainer:
             "the rate", flush=True)
     self.span = span
 
-  def train_epoch(self, epoch, *, start, seed, on_step, stop):
+  def train_epoch(self, epoch, *, start, seed, stop):
     """Trains epoch `epoch` from its step `start` in loops of `steps_per_loop` steps,
     on the data order of `seed`. Returns the epoch's steps done:
     fewer than its length when `stop()` turned true between two loops. Raises
-    NonFinite after a loop with a step whose loss or gradient norm is not finite.
-    `on_step(step, loss, accuracy, learning_rate)` sees every global batch (up to a
-    non-finite one)."""
+    NonFinite after a loop with a step whose loss or gradient norm is not finite."""
     built = self.built
     steps = self.steps_in(epoch)
 
@@ -86,15 +87,15 @@ class Trainer:
                                  unit_name="step")
     done, loss_sum, accuracy_sum = start, 0.0, 0.0
     while done < steps:
-      if stop is not None and stop():
+      if stop():
         return done
       n = min(built.runtime.steps_per_loop, steps - done)
       result = built.step.loop(iterator, n)
       first = epoch * built.length.steps_per_epoch + done
-      if on_step is not None:
+      if self.on_step is not None:
         for i in range(n if result.bad_step < 0 else result.bad_step + 1):
-          on_step(first + i, float(result.losses[i]), float(result.accuracies[i]),
-                  float(self.learning_rate(first + i)))
+          self.on_step(first + i, float(result.losses[i]), float(result.accuracies[i]),
+                       float(self.learning_rate(first + i)))
       if result.bad_step >= 0:
         raise nonfinite.NonFinite(first + result.bad_step, epoch, loss=result.bad_loss,
                                   grad_norm=result.bad_grad_norm)
@@ -156,7 +157,7 @@ class Record:
   rollbacks_this_process: int = 0  # after a non-finite step
 
 
-def fit(trainer, run_dir, on_step=None):
+def fit(trainer, run_dir):
   """Trains from the latest good checkpoint to the run's end (or an early stop).
 
   A non-finite step rolls back to the last good checkpoint and retries on a fresh
@@ -176,8 +177,7 @@ def fit(trainer, run_dir, on_step=None):
     stop = preemption.stop_requested(trainer.built.strategy, notice)
     while True:
       try:
-        loss, stopped = _train_epochs(trainer, run_dir, epoch, start, on_step,
-                                      (notice, stop))
+        loss, stopped = _train_epochs(trainer, run_dir, epoch, start, (notice, stop))
         break
       except nonfinite.NonFinite as bad:
         rollbacks.count_one(bad, ckpt.restored)
@@ -195,7 +195,7 @@ def fit(trainer, run_dir, on_step=None):
                 stopped_early=stopped, rollbacks_this_process=rollbacks.count)
 
 
-def _train_epochs(trainer, run_dir, first, start, on_step, stopping):
+def _train_epochs(trainer, run_dir, first, start, stopping):
   """Epochs `first` (from its step `start`) to the end; (last epoch's loss, stopped
   early). `stopping`: the preemption notice and the function asking for a stop."""
   notice, stop = stopping
@@ -211,7 +211,7 @@ def _train_epochs(trainer, run_dir, first, start, on_step, stopping):
       built.step.reset_metrics()
       progress.begin_epoch()
     seed = progress.data_seed(built.runtime.seed)  # a resumed epoch keeps its order
-    done = trainer.train_epoch(epoch, start=start, seed=seed, on_step=on_step, stop=stop)
+    done = trainer.train_epoch(epoch, start=start, seed=seed, stop=stop)
     if done < trainer.steps_in(epoch):
       _preempted(trainer, run_dir, notice, (epoch, done))
     start = 0
@@ -292,10 +292,10 @@ def train_and_evaluate(model_dir, strategy, task=None, optimization=None, runtim
       model_dir, strategy, task or build_lib.construct("Task", experiment.Task),
       optimization or build_lib.construct("Optimization", experiment.Optimization),
       runtime or build_lib.construct("Runtime", experiment.Runtime))
-  trainer = Trainer(built)
+  trainer = Trainer(built, on_step=on_step)
 
   def body(run_dir):
     announce(built, model_dir)
-    return finish_lib.finish(trainer, run_dir, fit(trainer, run_dir, on_step))
+    return finish_lib.finish(trainer, run_dir, fit(trainer, run_dir))
 
   return lifecycle.run_in_model_dir(built, body)
