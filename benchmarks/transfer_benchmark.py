@@ -19,7 +19,7 @@ Each run trains on a seeded k-shot draw of the target's training split (k a clas
 with its own SEED (initialisation, augmentation, order): draws x seeds runs a cell, the
 same (draw, seed) in every arm, so arms compare paired.
 
-Arms (the fine-tune recipe's switches, recipes/configs/runs/finetune.gin): scratch (no
+Arms (the fine-tune recipe's switches, recipes/configs/{models,runs}/finetune.gin): scratch (no
 weights), linear probe (FREEZE_BACKBONE), full fine-tune, two phases (HEAD_EPOCHS = a
 third of the run, then all at 0.1x), layer-wise rate decay 0.75 (LAYER_DECAY), weight
 EMA (WEIGHT_EMA, 0.99), BiT-HyperRule (its own length, rate and 128 px resolution).
