@@ -1,7 +1,7 @@
 """What a user does after a submission: the job's name, and how to see its status and
 logs, cancel it (each with the engine's own command line) and watch it in TensorBoard.
 
-`text(backend, job, options)` is printed by launch.py after the submission commands
+`text(backend, job, options)` is printed by launch/cli.py after the submission commands
 succeeded. Every command is quoted word by word (shlex), so it can be pasted as is.
 The trainer writes its TensorBoard summaries under model_dir (train/, eval/), so
 `tensorboard --logdir=<model_dir>` shows them; TensorBoard reads gs:// itself.

@@ -31,9 +31,9 @@ ABSL_FLAGS = {
     "use_cprofile_for_profiling", "logtostderr", "alsologtostderr", "log_dir",
     "verbosity", "v", "stderrthreshold", "showprefixforinfo", "logger_levels",
 }
-# A launcher's arguments after its own literal `--` go to this module (launch.py runs
+# A launcher's arguments after its own literal `--` go to this module (launch/cli.py runs
 # `python3 -m recipes.train` on every worker).
-FORWARDS = {"launch/launch.py": "recipes/train.py"}
+FORWARDS = {"launch/cli.py": "recipes/train.py"}
 # .bzl files that declare rules, not macros: their functions are recorded as called.
 # Every other .bzl a BUILD loads is executed, so its macros make their targets.
 RULE_LAYER = ("third_party/",)

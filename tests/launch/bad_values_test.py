@@ -1,6 +1,6 @@
 """Every value a launcher pattern checks, given with a trailing newline, a trailing
 carriage return, a newline inside and shell metacharacters: one line on stderr and
-exit status 2, in real processes (`python -m launch.launch`, `launch.indexed_worker`,
+exit status 2, in real processes (`python -m launch.cli`, `launch.indexed_worker`,
 `launch.retry_budget`). The same value without them is accepted (exit 0), so each row
 reaches the check it names. (`re.match` with `$` accepts a final "\\n": --name=$'t\\n'
 passed, and the sbatch script's `#SBATCH --output=t` was followed by a line `-%j.out`,
@@ -129,7 +129,7 @@ class BadValuesTest(parameterized.TestCase):
     good = str(os.getpid()) if good == "OWN_PID" else good
     names = "--status/--cancel=" if flag == "--status" else f"{flag}="
     self.assert_refused(good, lambda v: self.run_module(
-        "launch.launch", [*others, f"{flag}={v}"]), names)
+        "launch.cli", [*others, f"{flag}={v}"]), names)
 
   def test_other_refusals_name_values_in_one_line(self):
     """Refusals that are not a pattern's name the value too: as Python writes it, so a
@@ -151,14 +151,14 @@ class BadValuesTest(parameterized.TestCase):
         (("--backend=local", f"--status={value}"), "is not a local job id"),
     ]:
       with self.subTest(names):
-        result = self.run_module("launch.launch", args)
+        result = self.run_module("launch.cli", args)
         self.assertEqual(result.returncode, 2, (args, result.stderr))
         self.assertLen(result.stderr.splitlines(), 1, (args, result.stderr))
         self.assertIn(names, result.stderr)
 
   def test_tpu_packages(self):
     self.assert_refused("tensorflow-tpu==2.20.0", lambda v: self.run_module(
-        "launch.launch", [*TPU_VM, f"--tpu_packages={v}"]), "--tpu_packages",
+        "launch.cli", [*TPU_VM, f"--tpu_packages={v}"]), "--tpu_packages",
                         variants=METACHARACTERS)
 
   @parameterized.parameters(*POD)

@@ -1,6 +1,6 @@
 """--image: an OCI image reference ([HOST/]PATH[:TAG][@sha256:<64 hex>]) or one line and
 exit status 2; the launcher says the digest it submits, or warns that a tag is mutable
-and how to pin it. Real `python -m launch.launch` processes, a stand-in kubectl."""
+and how to pin it. Real `python -m launch.cli` processes, a stand-in kubectl."""
 
 import os
 import shutil
@@ -43,7 +43,7 @@ def run_launcher(*args, path=None):
   env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
   if path is not None:
     env["PATH"] = path
-  return subprocess.run([sys.executable, "-m", "launch.launch", "--backend=kubernetes",
+  return subprocess.run([sys.executable, "-m", "launch.cli", "--backend=kubernetes",
                          "--recipe=nfnet_long_tail", "--model_dir=gs://b/x", *args],
                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
                         check=False)

@@ -1,4 +1,4 @@
-"""The launcher's command line (launch/launch.py) in real processes: --dry_run prints
+"""The launcher's command line (launch/cli.py) in real processes: --dry_run prints
 exactly what each cluster backend would submit; without it the Steps run (a stand-in
 kubectl / sbatch on PATH records what it was given); bad input ends with one line on
 stderr and exit status 2."""
@@ -14,7 +14,7 @@ from unittest import mock
 from absl.testing import absltest
 
 from launch import kubernetes
-from launch import launch
+from launch import cli as launch
 from launch import slurm
 from launch import submit
 from launch import tpu_vm
@@ -32,7 +32,7 @@ def run_cli(*args, path=None):
   env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
   if path is not None:
     env["PATH"] = path
-  return subprocess.run([sys.executable, "-m", "launch.launch", *args], cwd=ROOT, env=env,
+  return subprocess.run([sys.executable, "-m", "launch.cli", *args], cwd=ROOT, env=env,
                         capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -67,7 +67,7 @@ class LocalTest(tf.test.TestCase):
                            "TF_CPP_MIN_LOG_LEVEL": "2"})
 
     def launcher(*args):
-      return [sys.executable, "-m", "launch.launch", "--backend=local", *args]
+      return [sys.executable, "-m", "launch.cli", "--backend=local", *args]
 
     def manage(*args):
       return subprocess.run(launcher(*args), cwd=local.ROOT, env=env, text=True,

@@ -1,7 +1,7 @@
 """What the real-Slurm tests share: a cluster of `NODES` nodes (slurm_cluster.Cluster)
 started once for the test class, this interpreter as the jobs' `python3`, the local
 two-worker run of the tiny flagship they compare with, and the launcher itself
-(`python -m launch.launch --backend=slurm`) submitting to the cluster."""
+(`python -m launch.cli --backend=slurm`) submitting to the cluster."""
 
 import glob
 import io
@@ -86,10 +86,10 @@ class SlurmJobsTest(tf.test.TestCase):
     super().tearDown()
 
   def launcher(self, *flags, cwd=None):
-    """`python -m launch.launch --backend=slurm FLAGS` against the test cluster."""
+    """`python -m launch.cli --backend=slurm FLAGS` against the test cluster."""
     env = cli.environment(dict(self.cluster.env, PYTHONPATH=local.ROOT,
                                TMPDIR=self.scratch))
-    return subprocess.run([sys.executable, "-m", "launch.launch", "--backend=slurm",
+    return subprocess.run([sys.executable, "-m", "launch.cli", "--backend=slurm",
                            *flags], cwd=cwd or self.dir, env=env, capture_output=True,
                           text=True, check=False, timeout=60)
 

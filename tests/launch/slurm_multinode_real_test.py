@@ -1,7 +1,7 @@
 """A real Slurm cluster of two nodes on this machine (slurm_cluster.py: each node's
 slurmd in a network namespace of its own, with its own address, as separate hosts)
 runs the launcher's own sbatch script, submitted by the launcher (`python -m
-launch.launch --backend=slurm`, no dry run):
+launch.cli --backend=slurm`, no dry run):
 
 - one task a node: the tiny flagship trains across the two nodes (the workers talk over
   the namespaces' addresses, the cluster built by recipes.strategies.slurm_cluster from

@@ -1,6 +1,6 @@
 """A real Slurm cluster on this machine (slurm_cluster.py: munged, slurmctld and
 slurmd on localhost) runs the launcher's own sbatch script, submitted by the launcher
-(`python -m launch.launch --backend=slurm`): two tasks on the one node train the tiny
+(`python -m launch.cli --backend=slurm`): two tasks on the one node train the tiny
 flagship through --cluster=slurm to the weights of the local two-worker run; only the
 chief writes; `scancel --signal=TERM` and the time limit make both tasks save at one
 step, the job requeues itself and resumes to the uninterrupted run's weights; the
