@@ -169,6 +169,27 @@ def transfer(results, methods=None):
   return "\n".join(lines)
 
 
+def transfer_schedules(results):
+  """Each fine-tuning schedule against the full fine-tune, cell by cell: the mean paired
+  difference (same draw and seed) [95% interval] and the verdict of benchmarks/stats.py,
+  with each arm's mean final training loss (how far 100 steps fit the draw)."""
+  full = "full fine-tune"
+  lines = ["| family | target | k | arm | runs | − full fine-tune [95%] | final training loss |",
+           "|---|---|---|---|---|---|---|"]
+  cells = sorted({(r["family"], r["target"], r["k"]) for r in results["runs"]},
+                 key=lambda c: (results["families"].index(c[0]),
+                                results["targets"].index(c[1]), c[2]))
+  for cell in cells:
+    for arm in results["arms"]:
+      losses = cell_values(results, *cell, arm, key="final_train_loss")
+      if arm in TRANSFER_BASELINES or not losses:
+        continue
+      loss = f"{np.mean(list(losses.values())):.3f}"
+      lines.append(f"| {cell[0]} | {cell[1]} | {cell[2]} | {arm} | {len(losses)} | "
+                   f"{_against(results, cell, arm, full)} | {loss} |")
+  return "\n".join(lines)
+
+
 def transfer_caption(results):
   sources = "; ".join(f"{name}: {s['balanced_accuracy']:.3f}"
                       for name, s in results["sources"].items())
@@ -194,4 +215,5 @@ def pixel_centroid(results, methods=None):
 
 
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
-             "transfer": transfer, "pixel_centroid": pixel_centroid}
+             "transfer": transfer, "transfer_schedules": transfer_schedules,
+             "pixel_centroid": pixel_centroid}

@@ -145,6 +145,22 @@ class TableTest(tf.test.TestCase):
     self.assertIn("| 9 |", rows["full fine-tune"])
     self.assertEqual(tables.transfer(results, methods=[bench.LINEAR]).count("\n"), 2)
 
+  def test_schedules_against_the_full_fine_tune(self):
+    results = self.results()
+    for r in list(results["runs"]):
+      if r["arm"] == "full fine-tune":
+        results["runs"].append(dict(r, arm="two phases",
+                                    balanced_accuracy=r["balanced_accuracy"] - 0.05))
+    for r in results["runs"]:
+      r["final_train_loss"] = 0.5 if r["arm"] == "two phases" else 0.1
+    results["arms"].append("two phases")
+    rows = {line.split(" | ")[3]: line
+            for line in tables.transfer_schedules(results).splitlines()[2:]}
+    self.assertCountEqual(rows, ["full fine-tune", "two phases"])  # no scratch, no probe
+    # Two phases - full: -0.05 in every pair, no spread: behind.
+    self.assertIn("| 9 | -0.050 [-0.050, -0.050] behind | 0.500 |", rows["two phases"])
+    self.assertIn("| 9 | — | 0.100 |", rows["full fine-tune"])
+
   def test_one_run_a_cell_has_no_interval_and_no_verdict(self):
     results = self.results()
     results["runs"] = [r for r in results["runs"] if (r["draw"], r["seed"]) == (0, 0)]
