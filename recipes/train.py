@@ -98,9 +98,40 @@ def parse_config(gin_files, gin_bindings):
   except (ValueError, KeyError, IOError) as e:
     raise gin_error(e) from None
   renamed.check()  # an old macro name (TAU, WEIGHT_DECAY, ...) is an error
-  if files and not bound("Task.name"):  # a recipe is named for its file
+  if files and not bound("Task.name"):
     with gin.unlock_config():
-      gin.bind_parameter("Task.name", os.path.splitext(os.path.basename(files[0]))[0])
+      gin.bind_parameter("Task.name", recipe_name(files))
+
+
+def recipe_name(files):
+  """What a run is named when no Gin file names it (Task.name): the first recipe file
+  (recipes/<name>.gin, recipes/reproduce/<name>.gin) among `files` and, depth first,
+  what they include, so a file of one's own that includes a recipe keeps the recipe's
+  name (the reproduction report groups runs by it); else the first file's name."""
+  seen = set()
+
+  def first_recipe(path):
+    parts = os.path.normpath(path).split(os.sep)
+    if parts[-2:-1] == ["recipes"] or parts[-3:-1] == ["recipes", "reproduce"]:
+      return os.path.splitext(parts[-1])[0]
+    if path in seen or not os.path.isfile(path):
+      return None
+    seen.add(path)
+    with open(path) as f:
+      included = re.findall(r"^include\s+'([^']+)'", f.read(), re.M)
+    for name in included:
+      found = first_recipe(next((os.path.join(base, name) for base in (
+          _RUNFILES_ROOT, _USER_DIR, os.getcwd()) if os.path.isfile(os.path.join(base, name))),
+                                name))
+      if found:
+        return found
+    return None
+
+  for path in files:
+    found = first_recipe(path)
+    if found:
+      return found
+  return os.path.splitext(os.path.basename(files[0]))[0]
 
 
 def bound(parameter):

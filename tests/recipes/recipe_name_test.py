@@ -1,6 +1,7 @@
 """A recipe is named for its Gin file (train.parse_config binds Task.name to the first
-file's stem unless a file or binding names it): metrics.json's "recipe", which the
-reproduction report groups runs by."""
+recipe file's name, a file of one's own that includes a recipe taking the recipe's,
+unless a file or binding names it): metrics.json's "recipe", which the reproduction
+report groups runs by."""
 
 import glob
 import os
@@ -34,6 +35,16 @@ class RecipeNameTest(absltest.TestCase):
     self.assertEqual(self.parse("Runtime.seed = 1\n"), "my_recipe")
     self.assertEqual(self.parse("Task.name = 'other'\n"), "other")
     self.assertEqual(self.parse("Runtime.seed = 1\n", ["Task.name = 'rho50'"]), "rho50")
+
+  def test_a_file_of_ones_own_that_includes_a_recipe_keeps_its_name(self):
+    self.assertEqual(self.parse("include 'recipes/nfnet_long_tail_digits.gin'\n"
+                                "EPOCHS = 2\n"), "nfnet_long_tail_digits")
+    self.assertEqual(self.parse("include 'recipes/configs/data/digits_lt.gin'\n"
+                                "SEED = 1\nIMAGE_SIZE = 8\nCROP_PADDING = 0\n"),
+                     "my_recipe")  # a piece is no recipe
+    gin.clear_config()
+    train.parse_config(["tests/recipes/configs/nfnet_long_tail_tiny.gin"], [])
+    self.assertEqual(gin.query_parameter("Task.name"), "nfnet_long_tail_digits")
 
   def test_every_recipe_is_named(self):
     files = sorted(glob.glob("recipes/*.gin") + glob.glob("recipes/reproduce/*.gin"))
