@@ -183,6 +183,7 @@ class CommandTest(tf.test.TestCase):
     out = self.create_tempdir().full_path
     args = [f"--out_dir={out}", f"--fashion_mnist_dir={data}", "--families=nfnet_nano",
             "--targets=near", "--shots=1", "--draws=0", "--seeds=0", "--steps=4",
+            f"--arms={','.join(bench.SHORT.values())}",  # every arm (the default is three)
             "--source_epochs=3", "--gin_bindings=fashion_mnist.md5 = None"]  # 3 steps: warm-up
     done = self.command(*args)
     self.assertEqual(done.returncode, 0, msg=done.stderr[-3000:])
