@@ -101,9 +101,9 @@ class LongTailBenchmarkTest(tf.test.TestCase):
 
   def test_ldam_drw_weights_as_cao_et_al(self):
     """The benchmark's LDAM-DRW rows bind the class-balanced loss as Cao et al.'s own
-    reproduce recipe does (their code's F.cross_entropy(weight=...): the weighted mean),
+    reproduce recipes do (their code's F.cross_entropy(weight=...): the weighted mean),
     apart from the epoch DRW starts at."""
-    with open("recipes/reproduce/cao2019_cifar10_lt_r100_ldam_drw.gin") as f:
+    with open("recipes/configs/runs/cao2019_ldam_drw.gin") as f:  # the recipes' LDAM-DRW
       theirs = {line.split("=")[0].strip(): line.split("=")[1].split("#")[0].strip()
                 for line in f if line.startswith("class_balanced.")}
     for method in ("LDAM-DRW", "LDAM-DRW + SAM (rho = 0.8)"):
