@@ -143,9 +143,11 @@ class ImageRealTest(parameterized.TestCase):
       real_parts.missing("podman with a local base image", self.skip)
 
   def container(self, name, run_dir, stdout, stderr):
-    """`podman run` of the tiny flagship in the image, run_dir mounted at /runs (a Popen)."""
-    self.addCleanup(subprocess.run, [*PODMAN, "rm", "-f", name], capture_output=True,
-                    check=False)
+    """`podman run` of the tiny flagship in the image, run_dir mounted at /runs (a Popen).
+    A container of that name left by a killed run is removed first."""
+    remove = [*PODMAN, "rm", "-f", name]
+    subprocess.run(remove, capture_output=True, check=False)
+    self.addCleanup(subprocess.run, remove, capture_output=True, check=False)
     return subprocess.Popen(
         [*PODMAN, "run", "--rm", "--name", name, "-v", f"{run_dir}:/runs",
          "-v", f"{os.path.join(cli.ROOT, cli.TINY_GIN)}:{TINY_IN_IMAGE}:ro", self.image,
