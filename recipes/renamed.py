@@ -21,6 +21,12 @@ RENAMED = {
                "runs/pytorch_sgd.gin and brock2021_nfnet_f0_imagenet")),
     "STAGE2_WEIGHT_DECAY": (
         ("STAGE2_L2", "stage 2's coupled weight decay (stage2/Optimization.l2)"),),
+    # A data set's location is a directory, one suffix (recipes/configs/data/).
+    "CIFAR_PATH": (("CIFAR_DIR", "the directory holding CIFAR's python archive or the "
+                                 "folder it unpacks to (the archive itself also does)"),),
+    "IMAGENET_ROOT": (("IMAGENET_DIR", "the directory ImageNet-LT's list paths are under"),),
+    "INAT_ROOT": (("INAT_DIR", "the directory iNaturalist 2018's list paths are under"),),
+    "PLACES_ROOT": (("PLACES_DIR", "the directory Places-LT's list paths are under"),),
 }
 
 

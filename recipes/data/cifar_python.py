@@ -1,8 +1,9 @@
 """CIFAR-10 / CIFAR-100 from the original python pickles, in their original order.
 
 `cifar_python(path=...)` reads `cifar-10-python.tar.gz` / `cifar-100-python.tar.gz`
-(from https://www.cs.toronto.edu/~kriz/cifar.html, downloaded by the user), or the
-directory it unpacks to (`cifar-10-batches-py/`, `cifar-100-python/`). The training
+(from https://www.cs.toronto.edu/~kriz/cifar.html, downloaded by the user), the
+directory it unpacks to (`cifar-10-batches-py/`, `cifar-100-python/`), or the directory
+holding either (torchvision's `root`: recipes bind it as CIFAR_DIR). The training
 split is `data_batch_1` .. `data_batch_5` concatenated (CIFAR-100: `train`), the test
 split `test_batch` (`test`): the order torchvision's CIFAR10 / CIFAR100 read, which
 Cao et al.'s CIFAR-LT draw (recipes/data/cifar_lt.py) indexes. TFDS's cifar10 /
@@ -69,7 +70,7 @@ def md5_of(data):
 
 def which(path, name):
   """The data set ('cifar10' / 'cifar100') at `path`: `name` if given, else from the
-  file or directory name."""
+  file or directory name, or from the one data set a directory holds."""
   if name is not None:
     if name not in CIFAR:
       raise ConfigError(f"cifar_python.name={name!r} is not 'cifar10' or 'cifar100'")
@@ -78,9 +79,23 @@ def which(path, name):
   for key, info in CIFAR.items():
     if base in (info["archive"][0], info["folder"]):
       return key
+  held = [key for key, info in CIFAR.items() if located(path, info) != path]
+  if len(held) == 1:
+    return held[0]
   raise ConfigError(
       f"cannot tell CIFAR-10 from CIFAR-100 by the name {base!r}; bind cifar_python.name "
       "to 'cifar10' or 'cifar100'")
+
+
+def located(path, info):
+  """`path`, or inside a directory holding the unpacked folder or the archive
+  (torchvision's `root`), that folder (preferred) or archive."""
+  if not os.path.isdir(path):
+    return path
+  for inside in (info["folder"], info["archive"][0]):
+    if os.path.exists(os.path.join(path, inside)):
+      return os.path.join(path, inside)
+  return path
 
 
 def read_files(path, info):
@@ -92,7 +107,8 @@ def read_files(path, info):
       member = os.path.join(path, f)
       if not os.path.isfile(member):
         raise ConfigError(f"CIFAR directory {path!r} has no {f!r}; point cifar_python.path "
-                          f"at the unpacked {info['folder']}/ or at {info['archive'][0]}")
+                          f"at the unpacked {info['folder']}/, at {info['archive'][0]} or "
+                          "at the directory holding either")
       with open(member, "rb") as handle:
         files[f] = handle.read()
     return files
@@ -117,12 +133,13 @@ def load(path, name=None, md5="official"):
     raise ConfigError(
         f"CIFAR file {path!r} does not exist; download cifar-10-python.tar.gz or "
         "cifar-100-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and "
-        "bind cifar_python.path to it")
+        "bind CIFAR_DIR (cifar_python.path) to it or to its directory")
   if not (md5 is None or md5 == "official" or isinstance(md5, dict)):
     raise ConfigError(f"cifar_python.md5={md5!r} must be 'official', None or a dict "
                       "{file name: MD5}")
   name = which(path, name)
   info = CIFAR[name]
+  path = located(path, info)
   sums = official_md5(name) if md5 == "official" else md5
   if sums is not None and not os.path.isdir(path):
     archive = info["archive"][0]
@@ -162,8 +179,9 @@ def cifar_python(path=gin.REQUIRED, name=None, md5="official", num_classes=None)
   """The CIFAR `Source` read from the python pickles at `path` (archive or directory).
 
   Args:
-    path: `cifar-10-python.tar.gz`, `cifar-100-python.tar.gz`, or their unpacked
-      `cifar-10-batches-py/` / `cifar-100-python/`.
+    path: `cifar-10-python.tar.gz`, `cifar-100-python.tar.gz`, their unpacked
+      `cifar-10-batches-py/` / `cifar-100-python/`, or a directory holding one of them
+      (the unpacked folder is read first).
     name: 'cifar10' or 'cifar100'; None tells them apart by `num_classes`, else by
       `path`'s name.
     md5: 'official' checks torchvision's MD5 sums; None skips the check; a dict

@@ -52,9 +52,9 @@ class RecipeNameTest(absltest.TestCase):
     for path in files:
       stem = os.path.splitext(os.path.basename(path))[0]
       gin.clear_config()
-      required = ["DATA_DIR = '/x'", "CIFAR_PATH = '/x'", "LISTS_DIR = '/x'",
-                  "MENON_DATA_DIR = '/x'", "IMAGENET_ROOT = '/x'", "INAT_ROOT = '/x'",
-                  "PLACES_ROOT = '/x'"]
+      required = ["DATA_DIR = '/x'", "CIFAR_DIR = '/x'", "LISTS_DIR = '/x'",
+                  "MENON_DATA_DIR = '/x'", "IMAGENET_DIR = '/x'", "INAT_DIR = '/x'",
+                  "PLACES_DIR = '/x'"]
       train.parse_config([path], required)  # the data locations a recipe leaves to you
       self.assertEqual(gin.query_parameter("Task.name"), NAMED.get(stem, stem), path)
 

@@ -43,11 +43,16 @@ class RenamedTest(parameterized.TestCase):
       ([FLAGSHIP], "WEIGHT_DECAY = 1e-4",
        r"bind DECOUPLED_WEIGHT_DECAY \(tf_keras SGD's decoupled [^)]*\); WEIGHT_DECAY itself"),
       ([CAO], "WEIGHT_DECAY = 1e-4", r"bind L2 \(coupled weight decay, [^;]*; WEIGHT_DECAY "),
+      # A data set's location: one suffix, _DIR.
+      ([CAO], "CIFAR_PATH = '/data/cifar-10-python.tar.gz'",
+       r"^bad Gin config: CIFAR_PATH was renamed: bind CIFAR_DIR \(the directory holding "),
+      ([FLAGSHIP], "IMAGENET_ROOT = '/data/imagenet'", r"IMAGENET_ROOT was renamed: bind "
+       r"IMAGENET_DIR \(the directory ImageNet-LT's list paths are under\)"),
   )
   def test_an_old_name_is_an_error_naming_the_new(self, files, binding, pattern):
     # Before recipes/renamed.py this parsed, and the run trained with the recipe's value.
     with self.assertRaisesRegex(ConfigError, pattern):
-      train.parse_config(files, ["DATA_DIR = '/x'", "CIFAR_PATH = '/x'", binding])
+      train.parse_config(files, ["DATA_DIR = '/x'", "CIFAR_DIR = '/x'", binding])
 
   def test_an_old_name_in_a_gin_file_is_an_error(self):
     path = os.path.join(self.create_tempdir().full_path, "mine.gin")

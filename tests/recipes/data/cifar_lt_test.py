@@ -223,7 +223,7 @@ class CifarLtTest(tf.test.TestCase, parameterized.TestCase):
     gin.add_config_file_search_path(ROOT)
     gin.parse_config_files_and_bindings(
         [os.path.join(ROOT, "recipes", "configs", "data", "cifar_lt_cao.gin")],
-        ["SEED = 0", "IMAGE_SIZE = 32", f"CIFAR_PATH = '{self.archives[name]}'",
+        ["SEED = 0", "IMAGE_SIZE = 32", f"CIFAR_DIR = '{self.archives[name]}'",
          f"NUM_CLASSES = {classes}", "RHO = 5", "cifar_python.md5 = None"],
         skip_unknown=False)
     source = gin.query_parameter("Task.data").scoped_configurable_fn()

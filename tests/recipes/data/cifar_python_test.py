@@ -1,5 +1,6 @@
-"""@cifar_python: the original CIFAR python pickles (an archive or its unpacked folder),
-checked by MD5 before anything is unpickled, on fake pickles of their format."""
+"""@cifar_python: the original CIFAR python pickles (an archive, its unpacked folder or
+the directory holding either), checked by MD5 before anything is unpickled, on fake
+pickles of their format."""
 
 import hashlib
 import os
@@ -53,6 +54,32 @@ class CifarPythonTest(tf.test.TestCase):
                      "cifar10")
     with self.assertRaisesRegex(ConfigError, "has no cifar-100-python/train"):
       cifar_python.cifar_python(path=odd, name="cifar100", md5=None)
+
+  def test_the_directory_holding_them(self):
+    # torchvision's root (recipes' CIFAR_DIR): the archive, or the unpacked folder, inside.
+    root = os.path.join(self.get_temp_dir(), "root")
+    os.makedirs(root)
+    shutil.copy(self.archives["cifar10"], root)
+    from_archive = cifar_python.cifar_python(path=root, md5=None)
+    self.assertEqual(from_archive.name, "cifar10")
+    folder = os.path.join(root, "cifar-10-batches-py")
+    os.makedirs(folder)
+    for f, data in self.files["cifar10"].items():
+      with open(os.path.join(folder, f), "wb") as handle:
+        handle.write(data)
+    with open(os.path.join(root, "cifar-10-python.tar.gz"), "wb") as handle:
+      handle.write(b"not an archive")  # the folder is read first: this is never opened
+    self.assertEqual(cifar_python.located(root, cifar_python.CIFAR["cifar10"]), folder)
+    self.assertEqual(cifar_python.located(root, cifar_python.CIFAR["cifar100"]), root)
+    self.assertEqual(cifar_python.which(root, None), "cifar10")
+    _, _, train_x, train_y, _, _ = cifar_python.load(root, md5=None)
+    _, _, want_x, want_y, _, _ = cifar_python.load(self.archives["cifar10"], md5=None)
+    self.assertAllEqual(train_x, want_x)
+    self.assertAllEqual(train_y, want_y)
+    with self.assertRaisesRegex(ConfigError, "has no 'data_batch_1'; point .* or at the "
+                                "directory holding either"):
+      cifar_python.cifar_python(path=self.get_temp_dir() + "/root/..", num_classes=10,
+                                md5=None)
 
   def test_num_classes_names_the_data_set(self):
     odd = os.path.join(self.get_temp_dir(), "yours.tar.gz")

@@ -183,9 +183,9 @@ class ListFileTest(tf.test.TestCase, parameterized.TestCase):
       self.source(test_list="empty.txt")
 
   @parameterized.parameters(
-      ("imagenet_lt_lists.gin", "IMAGENET_ROOT", "ImageNet_LT", True),
-      ("places_lt_lists.gin", "PLACES_ROOT", "Places_LT", True),
-      ("inaturalist2018_lists.gin", "INAT_ROOT", "iNaturalist18", False))
+      ("imagenet_lt_lists.gin", "IMAGENET_DIR", "ImageNet_LT", True),
+      ("places_lt_lists.gin", "PLACES_DIR", "Places_LT", True),
+      ("inaturalist2018_lists.gin", "INAT_DIR", "iNaturalist18", False))
   def test_gin_config(self, config, root_knob, prefix, has_val):
     lists = os.path.join(self.tmp, config)
     write_split(self.root, os.path.join(lists, f"{prefix}_train.txt"), "train", [4, 2, 1])

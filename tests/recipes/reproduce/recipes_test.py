@@ -105,7 +105,7 @@ def bindings(recipe, tmp):
   if family in ("cao2019", "ren2020"):
     rho = int(recipe.split("_lt_r")[1].split("_")[0])
     path = write_cifar(tmp, data, PER_CLASS[rho])
-    extra = [f"CIFAR_PATH = '{path}'", "cifar_python.md5 = None"]
+    extra = [f"CIFAR_DIR = '{path}'", "cifar_python.md5 = None"]
     if family == "ren2020":
       extra += SHORT_COSINE
     return common + extra
@@ -116,7 +116,7 @@ def bindings(recipe, tmp):
   small = ["NUM_CLASSES = 10", "IMAGE_SIZE = 64", "InputPipeline.eval_image_size = 64"]
   if family == "kang2020":
     return common + small + [
-        f"IMAGENET_ROOT = '{root}'", f"LISTS_DIR = '{lists}'", "STAGE2_EPOCHS = 1",
+        f"IMAGENET_DIR = '{root}'", f"LISTS_DIR = '{lists}'", "STAGE2_EPOCHS = 1",
         "stage2/Runtime.steps = 2", "epoch_cosine.final_lr = 0.001",
         "stage2/epoch_cosine.final_lr = 0.001"]
   assert family == "brock2021", recipe

@@ -116,7 +116,7 @@ class ReportTest(tf.test.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr)
     self.assertIn("kang2020_imagenet_lt_lws: Kang et al. 2020", result.stdout)
     self.assertIn("./bazelw run //recipes/reproduce:cao2019_cifar10_lt_r100_ce -- "
-                  "--gin_bindings=\"CIFAR_PATH = '/data/cifar-10-python.tar.gz'\" "
+                  "--gin_bindings=\"CIFAR_DIR = '/data/cifar'\" "
                   "--gin_bindings='SEED = 0' --model_dir=runs/cao2019_cifar10_lt_r100_ce/seed0",
                   result.stdout)
 
