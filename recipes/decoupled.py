@@ -4,7 +4,7 @@ classifier) on the long-tailed data; stage 2 rebalances the classifier alone, fr
 stage 1's final (or best) checkpoint: cRT, LWS (both trained, class-balanced sampling)
 or the tau-normalised classifier (post hoc, no training).
 
-`run.experiment = @decoupled` runs both stages in one command:
+`run.procedure = @decoupled` runs both stages in one command:
 
     model_dir/stage1   a complete run of the trainer, Gin scope `stage1/`
     model_dir/stage2   a complete run from stage 1's final checkpoint, scope `stage2/`

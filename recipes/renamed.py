@@ -1,9 +1,13 @@
-"""Gin macros that were renamed: binding an old name is a ConfigError naming the new one.
+"""Gin names that were renamed: binding an old name is a ConfigError naming the new one.
 
 Gin binds a macro nothing refers to without a word, so `--gin_bindings='TAU = 2.0'` (or
 `TAU = 2.0` in a Gin file) after the rename would train with tau 1.0 as if never
 written. `check()`, called once after parsing (recipes/train.py), refuses it instead.
+A configurable's renamed parameter Gin itself refuses ("doesn't have a parameter");
+`parameter_error` turns that into the same one line naming the new parameter.
 """
+
+import re
 
 import gin
 
@@ -30,13 +34,36 @@ RENAMED = {
 }
 
 
-def bound(macro):
-  """Whether the parsed config binds `macro`."""
+# configurable.old parameter -> (configurable.new parameter, what it is).
+RENAMED_PARAMETERS = {
+    "run.experiment": ("run.procedure", "what the recipe runs: @lr_range_test, @decoupled, "
+                                        "or training and evaluation by default"),
+}
+
+
+def bound(parameter):
+  """Whether the parsed config binds `parameter`: 'MACRO' or 'configurable.name'."""
   try:
-    gin.query_parameter(f"%{macro}")
+    gin.query_parameter(parameter if "." in parameter else f"%{parameter}")
   except ValueError:
     return False
   return True
+
+
+def parameter_error(message, renamed=None):
+  """The ConfigError (one line) for Gin's error `message` if it refuses a renamed
+  parameter, else None."""
+  refused = re.search(r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'",
+                      message)
+  if not refused:
+    return None
+  old = f"{refused.group(1).split('.')[-1]}.{refused.group(2)}"
+  table = RENAMED_PARAMETERS if renamed is None else renamed
+  if old not in table:
+    return None
+  new, what = table[old]
+  return ConfigError(f"bad Gin config: {old} was renamed: bind {new} ({what}); {old} "
+                     "itself is no longer read")
 
 
 def check(renamed=None):

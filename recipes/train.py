@@ -96,9 +96,9 @@ def parse_config(gin_files, gin_bindings):
   except (SyntaxError, tokenize.TokenError) as e:
     raise syntax_error(files, gin_bindings, e) from None
   except (ValueError, KeyError, IOError) as e:
-    raise gin_error(e) from None
+    raise renamed.parameter_error(str(e)) or gin_error(e) from None
   renamed.check()  # an old macro name (TAU, WEIGHT_DECAY, ...) is an error
-  if files and not bound("Task.name"):
+  if files and not renamed.bound("Task.name"):
     with gin.unlock_config():
       gin.bind_parameter("Task.name", recipe_name(files))
 
@@ -132,15 +132,6 @@ def recipe_name(files):
     if found:
       return found
   return os.path.splitext(os.path.basename(files[0]))[0]
-
-
-def bound(parameter):
-  """Whether the parsed config binds `parameter` (unscoped)."""
-  try:
-    gin.query_parameter(parameter)
-  except ValueError:
-    return False
-  return True
 
 
 def syntax_error(files, bindings, error):
@@ -196,9 +187,10 @@ def required_example(message):
 
 
 @gin.configurable(denylist=["model_dir", "strategy"])
-def run(model_dir, strategy, experiment=trainer.train_and_evaluate):
-  """What a recipe runs: `experiment(model_dir, strategy)` (training, or the LR range test)."""
-  return experiment(model_dir, strategy)
+def run(model_dir, strategy, procedure=trainer.train_and_evaluate):
+  """What a recipe runs: `procedure(model_dir, strategy)`: training and evaluation, the
+  LR range test (@lr_range_test) or decoupled training's two stages (@decoupled)."""
+  return procedure(model_dir, strategy)
 
 
 def default_model_dir(gin_files):

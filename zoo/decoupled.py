@@ -59,7 +59,7 @@ def load_stage1(model, checkpoint=None):
   trainer's ckpt-N prefix or its checkpoints/ directory: the newest there)."""
   if not checkpoint:
     raise ValueError("zoo.load_stage1.checkpoint is not set: stage 2 runs under "
-                     "run.experiment = @decoupled, which sets it to stage 1's final "
+                     "run.procedure = @decoupled, which sets it to stage 1's final "
                      "checkpoint or to decoupled.stage1_checkpoint")
   return finetune.init_from_checkpoint(model, checkpoint, "all")
 

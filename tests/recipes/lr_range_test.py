@@ -55,7 +55,7 @@ class LrRangeTest(tf.test.TestCase):
     self.assertAllClose(got["max_lr"], 1e-1, rtol=1e-6)
 
   def test_range_test_needs_the_sweep(self):
-    train.parse_config([TINY], ["run.experiment = @lr_range_test"])
+    train.parse_config([TINY], ["run.procedure = @lr_range_test"])
     with self.assertRaisesRegex(ConfigError, "needs Optimization.learning_rate = "
                                 "@exponential_sweep"):
       train.run(os.path.join(self.get_temp_dir(), "x"), strategies.make_strategy("one_device"))
@@ -67,7 +67,7 @@ class LrRangeTest(tf.test.TestCase):
   def test_range_test_on_the_tiny_recipe(self):
     model_dir = os.path.join(self.get_temp_dir(), "range")
     train.parse_config([TINY],
-                       ["run.experiment = @lr_range_test", "EPOCHS = 4",
+                       ["run.procedure = @lr_range_test", "EPOCHS = 4",
                         "Optimization.learning_rate = @exponential_sweep",
                         "exponential_sweep.min_lr = 1e-3", "exponential_sweep.max_lr = 1.0",
                         "Runtime.steps_per_loop = 3"])

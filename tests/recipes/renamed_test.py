@@ -61,6 +61,29 @@ class RenamedTest(parameterized.TestCase):
     with self.assertRaisesRegex(ConfigError, "TAU was renamed: bind LOGIT_ADJUST_TAU"):
       train.parse_config([path], [])
 
+  def test_a_renamed_parameter_is_an_error_naming_the_new(self):
+    # Gin refuses the unknown parameter itself; the error names the new one.
+    for where in ("binding", "file"):
+      gin.clear_config()
+      bindings = ["run.experiment = @lr_range_test"] if where == "binding" else []
+      files = [FLAGSHIP]
+      if where == "file":
+        files = [os.path.join(self.create_tempdir().full_path, "old.gin")]
+        with open(files[0], "w") as f:
+          f.write(f"include '{FLAGSHIP}'\nrun.experiment = @lr_range_test\n")
+      with self.assertRaisesRegex(ConfigError, r"^bad Gin config: run.experiment was "
+                                  r"renamed: bind run.procedure \(what the recipe runs: "
+                                  r"[^)]*\); run.experiment itself is no longer read$"):
+        train.parse_config(files, bindings)
+    gin.clear_config()
+    train.parse_config([FLAGSHIP], ["run.procedure = @lr_range_test"])
+    self.assertEqual(gin.query_parameter("run.procedure").selector, "lr_range_test")
+    # Another unknown parameter keeps Gin's own message.
+    self.assertIsNone(renamed.parameter_error(
+        "Configurable 'run' doesn't have a parameter named 'foo'."))
+    self.assertIn("run.procedure", str(renamed.parameter_error(
+        "Configurable 'recipes.train.run' doesn't have a parameter named 'experiment'.")))
+
   def test_the_new_names_parse(self):
     train.parse_config([FLAGSHIP], ["LOGIT_ADJUST_TAU = 2.0", "DECOUPLED_WEIGHT_DECAY = 1e-4"])
     self.assertEqual(gin.query_parameter("%LOGIT_ADJUST_TAU"), 2.0)
@@ -87,6 +110,11 @@ class RenamedTest(parameterized.TestCase):
       for new, _ in candidates:
         binds_new = re.compile(rf"^\s*{new}\s*=", re.M)
         self.assertTrue(any(binds_new.search(t) for t in text.values()), new)
+    for old, (new, _) in renamed.RENAMED_PARAMETERS.items():
+      binds = re.compile(rf"^\s*{re.escape(old)}\s*=", re.M)
+      self.assertEqual([p for p, t in text.items() if binds.search(t)], [], old)
+      binds_new = re.compile(rf"^\s*{re.escape(new)}\s*=", re.M)
+      self.assertTrue(any(binds_new.search(t) for t in text.values()), new)
 
 
 if __name__ == "__main__":
