@@ -148,7 +148,7 @@ def make_data(root, count, classes, seed=0):
 
 def settings(name, batch_size):
   """The project's InputPipeline for pipeline `name`, as ImageNet-style recipes bind it
-  (recipes/configs/runs/kang2020_imagenet_lt.gin, RandAugment as the NFNet recipes);
+  (recipes/configs/augment/kang2020_imagenet.gin, RandAugment as the NFNet recipes);
   the crop's box drawn as torchvision draws it, but in `train_model_garden`."""
   base = pipeline.InputPipeline(
       batch_size=batch_size, image_size=224, random_resized_crop=(0.08, 1.0),
