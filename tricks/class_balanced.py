@@ -72,6 +72,16 @@ def read_weights(per_class, num_classes):
   return value
 
 
+def weights_config(per_class):
+  """`per_class` as a loss's get_config stores it: a list of floats (a variable's value
+  now), or None for none or a callable (it is not serialisable: rebuild it)."""
+  if isinstance(per_class, tf.Variable):
+    per_class = per_class.numpy()
+  if per_class is None or callable(per_class):
+    return None
+  return [float(v) for v in per_class]
+
+
 def check_weights(per_class, num_classes):
   """Validates constant weights now (variables and callables are read when called)."""
   if per_class is None or callable(per_class) or isinstance(per_class, tf.Variable):

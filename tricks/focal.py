@@ -61,12 +61,8 @@ class _WeightedLoss(tf_keras.losses.Loss):
     return targets if w is None else targets * w
 
   def get_config(self):
-    w = self.weights
-    if isinstance(w, tf.Variable):
-      w = w.numpy()
-    w = None if w is None or callable(w) else [float(v) for v in w]
     return dict(super().get_config(), num_classes=self.num_classes, gamma=self.gamma,
-                weights=w)
+                weights=class_balanced.weights_config(self.weights))
 
 
 @tf_keras.utils.register_keras_serializable(package="tricks")

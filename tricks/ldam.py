@@ -95,12 +95,8 @@ class LDAMLoss(tf_keras.losses.Loss):
     return tf.nn.softplus(tf.math.log(tf.maximum(others, 1e-37)) - shifted)
 
   def get_config(self):
-    w = self.weights
-    if isinstance(w, tf.Variable):
-      w = w.numpy()
-    w = None if w is None or callable(w) else [float(v) for v in w]
     return dict(super().get_config(), class_counts=self.class_counts, max_m=self.max_m,
-                s=self.s, weights=w)
+                s=self.s, weights=class_balanced.weights_config(self.weights))
 
 
 @tf_keras.utils.register_keras_serializable(package="tricks")

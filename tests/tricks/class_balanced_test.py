@@ -74,6 +74,16 @@ class ReadWeightsTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, r"shape \[3\]"):
       class_balanced.read_weights([1.0, 2.0], 3)
 
+  def test_weights_config(self):
+    v = tf.Variable([0.5, 1.5])
+    self.assertEqual(class_balanced.weights_config(v), [0.5, 1.5])
+    v.assign([2.0, 3.0])  # the value when saved
+    self.assertEqual(class_balanced.weights_config(v), [2.0, 3.0])
+    self.assertEqual(class_balanced.weights_config(np.array([1, 2])), [1.0, 2.0])
+    self.assertIsInstance(class_balanced.weights_config(np.array([1, 2]))[0], float)
+    self.assertIsNone(class_balanced.weights_config(None))
+    self.assertIsNone(class_balanced.weights_config(lambda: v))
+
   def test_check_weights(self):
     class_balanced.check_weights([0.0, 2.0], 2)
     with self.assertRaisesRegex(ValueError, "2 finite numbers >= 0"):
