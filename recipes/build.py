@@ -6,7 +6,6 @@ a run can raise before training comes from here. A rule that derives settings
 """
 
 import dataclasses
-import inspect
 import numbers
 import re
 from typing import Any, Callable, Dict, List, Optional
@@ -211,7 +210,7 @@ def resolve_pipeline(base, overrides, model, card, full_frame=False):
 
 def build_model(task, class_counts):
   """The model with its transforms, and its zoo card (None outside the zoo). A transform
-  with a `class_counts` parameter gets the training split's counts (as losses do)."""
+  declared `hooks.CountsAware` gets the training split's counts (as losses do)."""
   try:
     model = construct("Task.model", task.model)
   except MODEL_ERRORS as e:
@@ -219,8 +218,10 @@ def build_model(task, class_counts):
   card = registry.card_of(model)
   for transform in task.model_transforms:
     try:
-      takes_counts = "class_counts" in inspect.signature(transform).parameters
-      built = transform(model, class_counts=class_counts) if takes_counts else transform(model)
+      if isinstance(transform, hooks.CountsAware) and transform.takes_class_counts:
+        built = transform(model, class_counts=class_counts)
+      else:
+        built = transform(model)
       model = registry.attach_card(built, card) if card else built
     except ValueError as e:
       raise ConfigError(f"Task.model_transforms: {e}") from None
@@ -276,15 +277,20 @@ def _head(model):
 
 
 def optimizer_settings(opt):
-  """Hyper-parameters a tf_keras optimizer accepts without complaint but that make no
-  sense: negative weight decay, EMA momentum outside [0, 1]."""
-  decay = getattr(opt, "weight_decay", None)
+  """A tf_keras optimizer (the base class declares weight decay and EMA), and the
+  hyper-parameters it accepts without complaint but that make no sense: negative weight
+  decay, EMA momentum outside [0, 1]."""
+  if not isinstance(opt, tf_keras.optimizers.Optimizer):
+    raise ConfigError(f"Optimization.optimizer built a {type(opt).__name__}, not a tf_keras "
+                      "optimizer; bind a tf_keras.optimizers.Optimizer (SGD, AdamW, "
+                      "tricks.Adafactor, ...: not the legacy ones)")
+  decay = opt.weight_decay
   if decay is not None and not (isinstance(decay, numbers.Real) and decay >= 0):
     raise ConfigError(f"Optimization.optimizer weight_decay={decay!r} must be a number >= 0; "
                       "check DECOUPLED_WEIGHT_DECAY")
-  ema = getattr(opt, "ema_momentum", None)
-  if getattr(opt, "use_ema", False) and not 0 <= ema < 1:
-    raise ConfigError(f"Optimization.optimizer ema_momentum={ema!r} must be in [0, 1)")
+  if opt.use_ema and not 0 <= opt.ema_momentum < 1:
+    raise ConfigError(f"Optimization.optimizer ema_momentum={opt.ema_momentum!r} must be "
+                      "in [0, 1)")
 
 
 def build_optimizer(optimization, runtime, model, length, learning_rate):
@@ -305,8 +311,7 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
   inner.build(model.trainable_variables)
   layered = (optimization.layer_decay is not None
              or optimization.layer_learning_rates is not None)
-  if layered and getattr(inner, "use_ema", False) and getattr(
-      inner, "ema_overwrite_frequency", None):
+  if layered and inner.use_ema and inner.ema_overwrite_frequency:
     raise ConfigError("per-layer rates (Optimization.layer_decay / layer_learning_rates) "
                       "cannot follow an optimizer that overwrites its weights with their "
                       "average (ema_overwrite_frequency); unset ema_overwrite_frequency")

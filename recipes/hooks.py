@@ -8,6 +8,10 @@ part by having the member (structural typing, `typing.Protocol`), and the traine
   per-layer exclusions, `tricks/agc.py`).
 - `WeightConstraint`: a projection applied after optimizer updates, every "step" or
   every "epoch", to one variable found on the model (`tricks/max_norm.py`).
+- `CountsAware`: a model transform (`Task.model_transforms`) called with the training
+  split's class counts, `transform(model, class_counts=...)`, as every loss is
+  (post-hoc logit adjustment, Menon et al. 2021 eq. 9: `long_tail_heads.posthoc_adjusted`).
+  A function declares it with `@takes_class_counts`; the others get `transform(model)`.
 """
 
 from typing import Any, Protocol, runtime_checkable
@@ -37,3 +41,17 @@ class WeightConstraint(Protocol):
 
   def project(self, value: Any) -> Any:
     """The projected value of the variable."""
+
+
+@runtime_checkable
+class CountsAware(Protocol):
+  takes_class_counts: bool  # True: called as transform(model, class_counts=...)
+
+  def __call__(self, model: Any, class_counts: Any) -> Any:
+    """The transformed model."""
+
+
+def takes_class_counts(transform):
+  """Declares model transform `transform` `CountsAware` (Gin's wrapper keeps the mark)."""
+  transform.takes_class_counts = True
+  return transform

@@ -19,6 +19,7 @@ import gin
 import numpy as np
 import tf_keras
 
+from recipes import hooks
 from tricks import ldam
 from tricks import posthoc
 from zoo import finetune
@@ -57,6 +58,7 @@ def sigmoid_prior_bias(model):
 
 
 @gin.configurable
+@hooks.takes_class_counts
 def posthoc_adjusted(model, class_counts, tau=1.0):
   """`model` whose inference logits are post-hoc adjusted by the training priors."""
   _head(model, "posthoc_adjusted")

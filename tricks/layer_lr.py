@@ -30,6 +30,7 @@ import numbers
 import re
 
 import tensorflow as tf
+import tf_keras
 
 
 class LayerLearningRates:
@@ -87,9 +88,11 @@ class LayerLearningRates:
 
   @staticmethod
   def _rescale(strategy, optimizer, variables, multipliers, before):
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    ema = bool(getattr(inner, "use_ema", False))
-    if ema and getattr(inner, "ema_overwrite_frequency", None):
+    inner = (optimizer.inner_optimizer
+             if isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+             else optimizer)
+    ema = bool(inner.use_ema)
+    if ema and inner.ema_overwrite_frequency:
       raise ValueError("layer learning rates cannot follow an optimizer that overwrites "
                        "weights with their average (ema_overwrite_frequency); unset it")
     for variable, multiplier, old in zip(variables, multipliers, before):

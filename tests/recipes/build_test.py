@@ -6,6 +6,7 @@ settings."""
 
 import numpy as np
 import tensorflow as tf
+import tf_keras
 
 from recipes import build
 from recipes import experiment
@@ -94,6 +95,19 @@ class BuildTest(tf.test.TestCase):
     length = build.run_length(experiment.Optimization(), experiment.Runtime(epochs=9),
                               data, feed, steps=None, model=None)
     self.assertEqual((length.epochs, length.total_steps), (9, 63))
+
+  def test_optimizer_settings(self):
+    build.optimizer_settings(tf_keras.optimizers.SGD(0.1, weight_decay=1e-4))
+    for wrong, pattern in (
+        (tf_keras.optimizers.legacy.SGD(0.1), "built a SGD, not a tf_keras optimizer; bind "
+                                              "a tf_keras.optimizers.Optimizer"),
+        (object(), "built a object, not a tf_keras optimizer"),
+        (tf_keras.optimizers.SGD(0.1, weight_decay=-1.0), "weight_decay=-1.0 must be a "
+                                                          "number >= 0"),
+        (tf_keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=1.0),
+         r"ema_momentum=1.0 must be in \[0, 1\)")):
+      with self.assertRaisesRegex(ConfigError, "^Optimization.optimizer " + pattern):
+        build.optimizer_settings(wrong)
 
   def test_no_hyperrule_keeps_the_runs_settings(self):
     rate = lambda total_steps, steps_per_epoch: 0.1

@@ -1,14 +1,26 @@
 """The declared hooks (recipes/hooks.py) against what takes part in them: the tricks
-that implement a hook are instances of its Protocol, plain callables are not, and a
-wrapping loss passes the epoch on to the loss it wraps."""
+that implement a hook are instances of its Protocol, plain callables are not, a
+wrapping loss passes the epoch on to the loss it wraps, and only a model transform
+declared CountsAware is given the class counts, through Gin's wrappers too."""
 
+import types
+
+import gin
 import numpy as np
 import tensorflow as tf
 
+from recipes import build
 from recipes import hooks
+from recipes import long_tail_heads
 from recipes import losses
 from tricks import agc
 from tricks import max_norm
+from zoo import resnet_cifar
+
+
+@gin.configurable
+def hooks_test_holder(value):
+  return value
 
 
 class HooksTest(tf.test.TestCase):
@@ -37,6 +49,34 @@ class HooksTest(tf.test.TestCase):
       loss.set_epoch(2)
       after = loss(labels, logits).numpy()
       self.assertFalse(np.allclose(after, before), normalize)
+
+  def test_only_a_declared_transform_gets_the_class_counts(self):
+    # As Task.model_transforms receives it from Gin: a scoped reference is a new wrapper.
+    gin.parse_config("f/posthoc_adjusted.tau = 1.0\nhooks_test_holder.value = "
+                     "@f/posthoc_adjusted")
+    scoped = hooks_test_holder()
+    self.assertIsNot(scoped, long_tail_heads.posthoc_adjusted)
+    for declared in (long_tail_heads.posthoc_adjusted, scoped):
+      self.assertIsInstance(declared, hooks.CountsAware)
+    for plain in (long_tail_heads.normed_head, long_tail_heads.sigmoid_prior_bias):
+      self.assertNotIsInstance(plain, hooks.CountsAware)
+    gin.clear_config()
+
+    def undeclared(model, class_counts=None):  # a parameter of the name is not a declaration
+      if class_counts is not None:
+        raise AssertionError("given counts it did not declare")
+      return model
+
+    counts = [40, 10, 5, 4, 1]
+    task = types.SimpleNamespace(
+        model=lambda: resnet_cifar.resnet_cifar(depth=8, num_classes=5, input_shape=(8, 8, 3),
+                                                width=4),
+        model_transforms=[undeclared, long_tail_heads.posthoc_adjusted])
+    model, _ = build.build_model(task, counts)
+    adjustment = model.get_layer("posthoc_adjustment")
+    x = np.zeros((1, 5), np.float32)
+    self.assertAllClose(adjustment(x, training=False)[0],
+                        -np.log(np.array(counts) / np.sum(counts)), rtol=1e-5)
 
 
 if __name__ == "__main__":
