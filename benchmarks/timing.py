@@ -11,12 +11,12 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from recipes import experiment
-from recipes import losses
-from recipes import schedules
 from recipes import build as build_lib
+from recipes import experiment
 from recipes.data import digits
 from recipes.data import pipeline as pipeline_lib
+from recipes.methods import losses
+from recipes.methods import schedules
 
 NUM_CLASSES = 10  # the embedded digits
 SEED = 0

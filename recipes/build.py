@@ -19,13 +19,13 @@ from recipes import best as best_lib
 from recipes import experiment
 from recipes import hooks
 from recipes import lifecycle
-from recipes import phases as phases_lib
-from recipes import schedules
 from recipes import strategies
 from recipes import train_step
 from recipes.data import pipeline as pipeline_lib
 from recipes.data import source as source_lib
 from recipes.errors import ConfigError
+from recipes.methods import phases as phases_lib
+from recipes.methods import schedules
 from tricks import layer_lr
 from zoo import finetune
 from zoo import layer_groups

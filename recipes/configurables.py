@@ -7,11 +7,7 @@ use (e.g. `@tf_keras.optimizers.SGD`, `@AdaptiveGradClip()`).
 import gin
 import tf_keras
 
-from recipes import bit_hyperrule  # pylint: disable=unused-import
 from recipes import experiment  # pylint: disable=unused-import  (Task, Optimization, ...)
-from recipes import long_tail_heads  # pylint: disable=unused-import  (normed_head, ...)
-from recipes import losses  # pylint: disable=unused-import  (registers its builders)
-from recipes import schedules  # pylint: disable=unused-import
 from recipes import trainer  # pylint: disable=unused-import
 from recipes.data import cifar_lt  # pylint: disable=unused-import  (CaoLongTail)
 from recipes.data import cifar_python  # pylint: disable=unused-import
@@ -23,14 +19,18 @@ from recipes.data import long_tail  # pylint: disable=unused-import
 from recipes.data import menon_tfrecord  # pylint: disable=unused-import
 from recipes.data import pipeline  # pylint: disable=unused-import
 from recipes.data import tfds_source  # pylint: disable=unused-import
+from recipes.methods import bit_hyperrule  # pylint: disable=unused-import
+from recipes.methods import long_tail_heads  # pylint: disable=unused-import  (normed_head, ...)
+from recipes.methods import losses  # pylint: disable=unused-import  (registers its builders)
+from recipes.methods import schedules  # pylint: disable=unused-import
 from tricks import acnet
 from tricks import adafactor
 from tricks import agc
 from tricks import extended_bn
 from tricks import max_norm
 from tricks import remix
-from tricks import sampling
 from tricks import sam
+from tricks import sampling
 from tricks import sgd_torch
 from tricks import sm3
 from zoo import finetune  # pylint: disable=unused-import  (zoo.finetune_model)

@@ -22,12 +22,12 @@ import gin
 import tf_keras
 
 from recipes import evaluation
-from recipes import losses
-from recipes import phases as phases_lib
-from recipes import schedules
 from recipes import setting_types
 from recipes.data import pipeline as pipeline_lib
 from recipes.errors import ConfigError
+from recipes.methods import losses
+from recipes.methods import phases as phases_lib
+from recipes.methods import schedules
 
 PRECISIONS = (None, "mixed_float16", "mixed_bfloat16")
 

@@ -43,11 +43,9 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 
 from recipes import baselines
 from recipes import configurables  # pylint: disable=unused-import
-from recipes import decoupled  # pylint: disable=unused-import  (registers decoupled)
 from recipes import errors
 from recipes import evaluation
 from recipes import experiment
-from recipes import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
 from recipes import renamed
 from recipes import run_report
 from recipes import strategies
@@ -59,6 +57,8 @@ from recipes.errors import EXIT_INTERRUPTED
 from recipes.errors import EXIT_PEER_LOST
 from recipes.errors import EXIT_PREEMPTED
 from recipes.errors import Preempted
+from recipes.methods import decoupled  # pylint: disable=unused-import  (registers decoupled)
+from recipes.methods import lr_range  # pylint: disable=unused-import  (registers lr_range_test)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("gin_file", [], "Gin config files, later ones override earlier.")

@@ -27,10 +27,10 @@ from recipes import finish as finish_lib
 from recipes import hooks
 from recipes import lifecycle
 from recipes import nonfinite
-from recipes import phases as phases_lib
 from recipes import preemption
 from recipes.data import pipeline as pipeline_lib
 from recipes.errors import Diverged
+from recipes.methods import phases as phases_lib
 from tricks import weight_ema
 
 

@@ -16,7 +16,7 @@ per-example losses. Lin et al.'s alpha (alpha for the true class's term, 1 - alp
 the others) is `alpha`; Cui et al. do not use it (None). With gamma = 0 it is sigmoid
 cross-entropy (Cui et al.'s "sigmoid" loss). Cui et al. also initialise the classifier's
 bias to -log(K - 1) for sigmoid losses (src/model_base.py); recipes do that with the
-`sigmoid_prior_bias` model transform (recipes/long_tail_heads.py).
+`sigmoid_prior_bias` model transform (recipes/methods/long_tail_heads.py).
 
 `SoftmaxFocalLoss` is eq. 5 with p_t the softmax probability of the true class and
 alpha_t = w_y, as LDAM-DRW's code uses focal loss (kaidic/LDAM-DRW, losses.py

@@ -4,7 +4,7 @@ for `Task.model_transforms` of a second stage that starts from a stage-1 checkpo
 
 - `load_stage1`: every weight of the stage-1 model (head included) from the trainer's
   checkpoint `checkpoint` (finetune.init_from_checkpoint, scope "all"). The decoupled
-  runner (recipes/decoupled.py) binds `stage2/zoo.load_stage1.checkpoint`; list it
+  runner (recipes/methods/decoupled.py) binds `stage2/zoo.load_stage1.checkpoint`; list it
   first (after any transform stage 1 also applied, e.g. `@swap_batch_norm`).
 - `crt`: classifier re-training: the head re-initialised, everything else frozen
   (BatchNorm in inference mode). Their code (facebookresearch/classifier-balancing,

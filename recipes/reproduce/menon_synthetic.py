@@ -12,7 +12,7 @@ Class 0 is y = -1 (dominant), class 1 is y = +1 (rare). The model is two logits
 f(x) = x W + b (W 2x2, b 2), fitted to convergence by Newton's method with backtracking
 (the losses are convex in W, b), from zero. Methods:
 
-  (a) ERM: plain softmax cross-entropy (`recipes.losses.cross_entropy`, the trainer's).
+  (a) ERM: plain softmax cross-entropy (`recipes.methods.losses.cross_entropy`, the trainer's).
   (b) the logit-adjusted loss, tau = 1 (`tricks.logit_adjustment.LogitAdjustedLoss`,
       priors from the training sample's class counts); prediction argmax f(x).
   (c) post-hoc logit adjustment of ERM's logits (`tricks.posthoc.adjust`, eq. 9):
@@ -22,7 +22,7 @@ f(x) = x W + b (W 2x2, b 2), fitted to convergence by Newton's method with backt
       LA-loss(f) = CE(f + log pi) and f + log pi is again affine, so the LA minimiser
       is ERM's minus log pi (measured: 1e-10 apart).
   (d) Balanced Softmax (Ren et al. 2020): cross-entropy of f(x) + log(n_y), trained
-      with `recipes.losses.balanced_softmax`. Since log(n_y) = log(pi_y) + log(N) and
+      with `recipes.methods.losses.balanced_softmax`. Since log(n_y) = log(pi_y) + log(N) and
       softmax ignores a shared shift, it is the logit-adjusted loss at tau = 1 (one
       implementation in this project), so (d) repeats (b)'s numbers.
 
@@ -50,7 +50,7 @@ from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-positio
 from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from recipes import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
-from recipes import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
+from recipes.methods import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tricks import logit_adjustment  # pylint: disable=g-import-not-at-top
 from tricks import posthoc  # pylint: disable=g-import-not-at-top
 

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from recipes import build
 from recipes import hooks
-from recipes import long_tail_heads
-from recipes import losses
+from recipes.methods import long_tail_heads
+from recipes.methods import losses
 from tricks import agc
 from tricks import max_norm
 from zoo import resnet_cifar

@@ -12,9 +12,9 @@ import tf_keras
 
 from recipes import build
 from recipes import experiment
-from recipes import losses
 from recipes.data import pipeline
 from recipes.errors import ConfigError
+from recipes.methods import losses
 from zoo import registry
 
 LR = 0.1

@@ -9,12 +9,12 @@ import tensorflow as tf
 import tf_keras
 
 from recipes import experiment
-from recipes import losses
 from recipes import trainer
 from recipes.data import digits
 from recipes.data import long_tail
 from recipes.data import pipeline
 from recipes.errors import ConfigError
+from recipes.methods import losses
 from zoo import finetune
 from zoo import registry
 

@@ -10,15 +10,15 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from recipes import experiment
-from recipes import losses
 from recipes import build
+from recipes import experiment
 from recipes import trainer
-from tests.recipes import summaries
 from recipes.data import digits
 from recipes.data import long_tail
 from recipes.data import pipeline
 from recipes.errors import ConfigError
+from recipes.methods import losses
+from tests.recipes import summaries
 from tricks import agc
 from tricks import deferred_reweighting
 from zoo import nfnet

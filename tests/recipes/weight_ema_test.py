@@ -16,12 +16,12 @@ import tf_keras
 from recipes import best
 from recipes import checkpoints
 from recipes import experiment
-from recipes import losses
 from recipes import train_step
 from recipes import trainer
 from recipes.data import digits
 from recipes.data import long_tail
 from recipes.data import pipeline
+from recipes.methods import losses
 from zoo import card as card_lib
 from zoo import resnet_cifar
 

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from recipes import losses
+from recipes.methods import losses
 from recipes.reproduce import menon_synthetic as ms
 from tricks import logit_adjustment
 

@@ -4,7 +4,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from recipes import losses
+from recipes.methods import losses
 from tricks import remix
 
 

@@ -9,13 +9,13 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from recipes import bit_hyperrule
+from recipes import build
 from recipes import configurables  # pylint: disable=unused-import  (Gin names)
 from recipes import experiment
-from recipes import build
 from recipes import trainer
 from recipes.data import pipeline
 from recipes.data import source as source_lib
+from recipes.methods import bit_hyperrule
 
 # The published supports (steps): warm-up end, three 10x decays, end of training.
 PUBLISHED = [(500, (100, 200, 300, 400, 500)),

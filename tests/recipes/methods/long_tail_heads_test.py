@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from recipes import long_tail_heads
+from recipes.methods import long_tail_heads
 from tricks import ldam
 from tricks import posthoc
 from zoo import finetune

@@ -5,7 +5,7 @@ import math
 import tensorflow as tf
 import tf_keras
 
-from recipes import schedules
+from recipes.methods import schedules
 
 
 class SchedulesTest(tf.test.TestCase):

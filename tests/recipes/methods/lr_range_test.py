@@ -8,10 +8,10 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from recipes import lr_range
 from recipes import strategies
 from recipes import train
 from recipes.errors import ConfigError
+from recipes.methods import lr_range
 
 TINY = "tests/recipes/configs/nfnet_long_tail_tiny.gin"  # the flagship, 2 epochs at 16px
 

@@ -4,10 +4,10 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from recipes import phases
-from recipes import schedules
 from recipes.errors import ConfigError
 from recipes.experiment import Phase
+from recipes.methods import phases
+from recipes.methods import schedules
 
 
 def tiny_model():
