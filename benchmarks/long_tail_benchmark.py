@@ -111,13 +111,8 @@ flags.DEFINE_boolean("quick", False, f"Only {', '.join(QUICK)}, seed 0.")
 flags.DEFINE_integer("epochs", None, "EPOCHS of every run (default: the recipe's).",
                      lower_bound=1)
 flags.DEFINE_string("gin_file", RECIPE, "The recipe the methods change.")
-flags.DEFINE_multi_string("gin_bindings", [], "Bindings added to every run (before the "
-                          "method's own), e.g. a data directory.")
-flags.DEFINE_string("out_dir", None, "Where the runs, table and plots go (default: "
-                    "runs/long_tail_benchmark/<recipe> under the working directory); "
-                    "rerun with the same one to skip what is done.")
-flags.DEFINE_boolean("rerun_stale", False, "Delete and rerun every run directory that "
-                     "holds another configuration's or another code's run.")
+runs_lib.define_flags("runs/long_tail_benchmark/<recipe>", "method")
+flags.adopt_module_key_flags(runs_lib)
 flags.DEFINE_list("plot_methods", [], "Short names of the methods per_class.png shows "
                   "beside the baseline (default: up to three that are ahead).")
 

@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from absl import flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE_DIRS = ("recipes", "zoo", "tricks")
 LOCK = "third_party/py/requirements_lock.txt"
@@ -31,6 +33,19 @@ _INCLUDE = re.compile(r"^\s*include\s+['\"]([^'\"]+)['\"]", re.M)
 
 class StaleRun(Exception):
   """A run directory that holds another configuration's or another code's run."""
+
+
+def define_flags(default_out_dir, what):
+  """The flags of a benchmark that trains recipe runs: --gin_bindings (before each
+  `what`'s own), --out_dir (default `default_out_dir` under the working directory) and
+  --rerun_stale."""
+  flags.DEFINE_multi_string("gin_bindings", [], "Bindings added to every run (before the "
+                            f"{what}'s own), e.g. a data directory.")
+  flags.DEFINE_string("out_dir", None, "Where the runs, table and plots go (default: "
+                      f"{default_out_dir} under the working directory); rerun with the same "
+                      "one to skip what is done.")
+  flags.DEFINE_boolean("rerun_stale", False, "Delete and rerun every run directory that "
+                       "holds another configuration's or another code's run.")
 
 
 def code_digest(root=ROOT):

@@ -304,13 +304,8 @@ flags.DEFINE_integer("steps", STEPS, "Steps of a target run (about: whole epochs
                      lower_bound=3)
 flags.DEFINE_integer("source_epochs", None, "Epochs of every source run (default: the "
                      "family's).", lower_bound=1)
-flags.DEFINE_multi_string("gin_bindings", [], "Bindings added to every run (before the "
-                          "arm's own).")
-flags.DEFINE_string("out_dir", None, "Where runs, table and plot go (default: "
-                    "runs/transfer_benchmark under the working directory); rerun with "
-                    "the same one to skip what is done.")
-flags.DEFINE_boolean("rerun_stale", False, "Delete and rerun every run directory that "
-                     "holds another configuration's or another code's run.")
+runs_lib.define_flags("runs/transfer_benchmark", "arm")
+flags.adopt_module_key_flags(runs_lib)
 
 
 def whole_numbers(flag, values, low):
