@@ -96,7 +96,7 @@ def stop_requested(strategy, notice):
   PreemptionCheckpointHandler's idea: a worker that saved alone would wait forever for
   the others)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (see the docstring)
-  resolver = getattr(strategy, "cluster_resolver", None)
+  resolver = strategy.cluster_resolver  # None on one machine
   workers = sum(len(tasks) for kind, tasks in resolver.cluster_spec().as_dict().items()
                 if kind in ("chief", "worker")) if resolver is not None else 1
   if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or workers < 2:

@@ -216,7 +216,7 @@ def slurm_resolver():
 def is_chief(strategy):
   """Whether this worker writes the run's outputs (multi-worker: the chief, or worker
   0 when there is no chief)."""
-  resolver = getattr(strategy, "cluster_resolver", None)
+  resolver = strategy.cluster_resolver  # None on one machine
   if resolver is None or not resolver.task_type:
     return True
   spec = resolver.cluster_spec().as_dict()
