@@ -27,6 +27,7 @@ from recipes.errors import ConfigError
 from recipes.methods import phases as phases_lib
 from recipes.methods import schedules
 from tricks import layer_lr
+from tricks import weight_ema
 from zoo import finetune
 from zoo import layer_groups
 from zoo import nfnet_checkpoint
@@ -306,8 +307,7 @@ def build_optimizer(optimization, runtime, model, length, learning_rate):
     opt.exclude_from_weight_decay(var_names=list(optimization.weight_decay_exclude))
   if runtime.mixed_precision == "mixed_float16":
     opt = tf_keras.mixed_precision.LossScaleOptimizer(opt)
-  inner = (opt.inner_optimizer
-           if isinstance(opt, tf_keras.mixed_precision.LossScaleOptimizer) else opt)
+  inner = weight_ema.inner(opt)
   inner.build(model.trainable_variables)
   layered = (optimization.layer_decay is not None
              or optimization.layer_learning_rates is not None)

@@ -30,7 +30,8 @@ import numbers
 import re
 
 import tensorflow as tf
-import tf_keras
+
+from tricks import weight_ema
 
 
 class LayerLearningRates:
@@ -88,11 +89,9 @@ class LayerLearningRates:
 
   @staticmethod
   def _rescale(strategy, optimizer, variables, multipliers, before):
-    inner = (optimizer.inner_optimizer
-             if isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
-             else optimizer)
-    ema = bool(inner.use_ema)
-    if ema and inner.ema_overwrite_frequency:
+    keeper = weight_ema.inner(optimizer)
+    ema = bool(keeper.use_ema)
+    if ema and keeper.ema_overwrite_frequency:
       raise ValueError("layer learning rates cannot follow an optimizer that overwrites "
                        "weights with their average (ema_overwrite_frequency); unset it")
     for variable, multiplier, old in zip(variables, multipliers, before):
@@ -101,9 +100,9 @@ class LayerLearningRates:
         return v.assign(old + m * (v - old))
 
       if ema:  # the average took (1 - mu) * the unscaled weight: move it to the scaled one
-        average = inner._model_variables_moving_average[  # pylint: disable=protected-access
-            inner._index_dict[inner._var_key(variable)]]  # pylint: disable=protected-access
-        mu = inner.ema_momentum
+        average = keeper._model_variables_moving_average[  # pylint: disable=protected-access
+            keeper._index_dict[keeper._var_key(variable)]]  # pylint: disable=protected-access
+        mu = keeper.ema_momentum
 
         def correct(a, v, old, m=multiplier, mu=mu):
           return a.assign_add((1.0 - mu) * (m - 1.0) * (v - old))

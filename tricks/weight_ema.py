@@ -12,12 +12,22 @@ into the model for evaluation (or export) and puts the trained weights back afte
 import contextlib
 
 import tensorflow as tf
+import tf_keras
+
+
+def inner(optimizer):
+  """The optimizer a LossScaleOptimizer wraps, else `optimizer`: the one that keeps the
+  slots, the average among them."""
+  if isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer):
+    return optimizer.inner_optimizer
+  return optimizer
 
 
 def uses_ema(optimizer):
-  """Whether `optimizer` (or the one a LossScaleOptimizer wraps) keeps an average."""
-  inner = getattr(optimizer, "inner_optimizer", optimizer)
-  return bool(getattr(inner, "use_ema", False)) and bool(getattr(inner, "_built", False))
+  """Whether `optimizer` (or the one a LossScaleOptimizer wraps) keeps an average: EMA
+  on, and built (tf_keras sets `_built` when it builds the slots)."""
+  keeper = inner(optimizer)
+  return bool(keeper.use_ema) and bool(getattr(keeper, "_built", False))
 
 
 @contextlib.contextmanager
@@ -26,9 +36,8 @@ def averaged_weights(optimizer, variables):
   if not uses_ema(optimizer):
     yield False
     return
-  inner = getattr(optimizer, "inner_optimizer", optimizer)
   trained = [tf.identity(v.read_value()) for v in variables]
-  inner.finalize_variable_values(variables)
+  inner(optimizer).finalize_variable_values(variables)
   try:
     yield True
   finally:
