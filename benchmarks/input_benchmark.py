@@ -43,8 +43,10 @@ worker processes (`num_workers=N`; 0 would load in the main process, between tra
 steps), each with `torch.set_num_threads(1)`. A measurement times `--batches` batches
 after an untimed first one (worker start, shuffle buffer fill). Rounds alternate every
 pipeline and thread count, the order flipped every round; each figure is the median
-over rounds, its noise the spread (max - min) / median, and a ratio is "ahead" only
-when every round's ratio is above 1.
+over rounds with its noise (the half-width of the median's 95% interval over the
+median), and a ratio the median of the per-round ratios with its 95% interval, "ahead"
+or "behind" only where the interval leaves out 1.0 (`benchmarks/stats.py`: order
+statistics, 6 rounds or more).
 
 Cores to feed a GPU: the published ResNet-50 v1.5 training rate `--accelerator_rate`
 (default: NVIDIA's 2470 img/s, one A100 80GB, mixed precision, NVIDIA
@@ -67,6 +69,8 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import cpu_input
+from benchmarks import rounds as rounds_lib
+from benchmarks import stats
 from recipes.data import augment
 from recipes.data import image_folder
 from recipes.data import pipeline
@@ -94,7 +98,7 @@ flags.DEFINE_integer("images", 2560, "JPEGs to generate")
 flags.DEFINE_integer("classes", 10, "class folders")
 flags.DEFINE_integer("batch_size", 128, "images a batch")
 flags.DEFINE_integer("batches", 8, "timed batches a measurement")
-flags.DEFINE_integer("rounds", 3, "alternated rounds")
+flags.DEFINE_integer("rounds", 6, "alternated rounds (6 or more for a 95% interval)")
 flags.DEFINE_list("threads", ["1", "2"], "CPU threads (tf.data) / workers (torchvision)")
 flags.DEFINE_list("pipelines", list(OURS + tuple(WHOLE) + LIMITS),
                   f"of {', '.join(OURS + tuple(WHOLE) + LIMITS)}")
@@ -261,32 +265,44 @@ class Peer:
 
 
 def measure(folder, peer, names, threads, rounds, batches, batch_size):
-  """{(pipeline, threads, "ours"|"limit"|"torchvision"): [img/s a round]}."""
+  """{(pipeline, threads, "ours"|"limit"|"torchvision"): [img/s a round]}, the rounds
+  alternated (benchmarks/rounds.py; each measurement's first batch is its warm-up)."""
   cases = [(n, t, "limit" if n in LIMITS else "ours") for n in names for t in threads]
   if peer:
     cases += [(n, t, PEER) for n in names if n in PEERED for t in threads]
-  rates = {c: [] for c in cases}
-  for r in range(rounds):
-    for name, n_threads, kind in (cases if r % 2 == 0 else cases[::-1]):
-      images = batches * batch_size
+  images = batches * batch_size
+
+  def run(case):
+    name, n_threads, kind = case
+    done = []  # this case's rounds so far: each round its own crop seed
+
+    def one_round():
       if kind == PEER:
         seconds = peer.seconds(name, n_threads, batches)
       else:
-        ds = cpu_input.threaded(ours_dataset(name, folder, r, batch_size), n_threads)
+        ds = cpu_input.threaded(ours_dataset(name, folder, len(done), batch_size),
+                                n_threads)
         seconds = time_dataset(ds, images if kind == "limit" else batches)
-      rates[(name, n_threads, kind)].append(images / seconds)
-      print(f"  round {r + 1}: {kind} {name} x{n_threads}: {images / seconds:.1f} img/s",
-            flush=True)
-  return rates
+      done.append(seconds)
+      return images / seconds
+    return one_round
+
+  def progress(r, case, rate):
+    name, n_threads, kind = case
+    print(f"  round {r + 1}: {kind} {name} x{n_threads}: {rate:.1f} img/s", flush=True)
+
+  return rounds_lib.interleave({case: run(case) for case in cases}, rounds, warmup=False,
+                               on_result=progress)
 
 
 def summary(rates, accelerator_rate):
-  """Rows of medians, noise, ratios (median and range over rounds) and cores."""
+  """Rows of medians, noise, ratios (the median of the rounds' ratios with its 95%
+  interval and verdict: stats.ratio_interval) and cores."""
   rows = []
   for (name, threads, kind), values in rates.items():
     row = dict(pipeline=name, threads=threads, kind=kind,
                images_per_second=statistics.median(values), rounds=values,
-               noise=(max(values) - min(values)) / statistics.median(values))
+               noise=stats.median_interval(values).as_dict()["noise"])
     row["cores_to_feed_accelerator"] = accelerator_rate / (row["images_per_second"] / threads)
     others = {"over_torchvision": (name, threads, PEER),
               "over_decode_and_crop": ("decode_and_crop", threads, "limit"),
@@ -295,9 +311,9 @@ def summary(rates, accelerator_rate):
     for key, peer_key in others.items():
       if kind == "ours" and peer_key in rates and (
           key in ("over_torchvision", "over_decode_whole") or name not in OTHER_BOXES):
-        ratios = [a / b for a, b in zip(values, rates[peer_key])]
-        row[key] = dict(median=statistics.median(ratios), low=min(ratios), high=max(ratios),
-                        ahead=min(ratios) > 1)
+        # Rates in, seconds an image to the rule: ours / theirs in images a second.
+        row[key] = stats.ratio_interval(ours=[1 / v for v in values],
+                                        theirs=[1 / v for v in rates[peer_key]]).as_dict()
     rows.append(row)
   return rows
 
@@ -309,18 +325,17 @@ def print_table(rows):
     cells = []
     for key in ("over_torchvision", "over_decode_and_crop"):
       ratio = row.get(key)
-      cells.append(f"{ratio['median']:.2f} ({ratio['low']:.2f}-{ratio['high']:.2f})"
-                   f"{' ahead' if key == 'over_torchvision' and ratio['ahead'] else ''}"
-                   if ratio else "-")
+      verdict = f" {ratio['verdict']}" if ratio and key == "over_torchvision" else ""
+      cells.append(stats.ratio_text(ratio) + verdict if ratio else "-")
     print(f"{row['pipeline']:<24}{row['kind']:<13}{row['threads']:>7}"
-          f"{row['images_per_second']:>9.1f}{row['noise']:>7.0%}"
+          f"{row['images_per_second']:>9.1f}{stats.noise_text([row['noise']]):>7}"
           f"{row['cores_to_feed_accelerator']:>10.1f}  {cells[0]:<24}{cells[1]:<22}")
   for row in rows:
     if "over_decode_whole" in row:
       ratio = row["over_decode_whole"]
       print(f"fused decode-and-crop: {row['pipeline']} / {WHOLE_OF[row['pipeline']]} at "
             f"{row['threads']} threads: "
-            f"{ratio['median']:.2f} ({ratio['low']:.2f}-{ratio['high']:.2f})")
+            f"{stats.ratio_text(ratio)}")
 
 
 def check_flags():
@@ -370,9 +385,8 @@ def main(argv):
   rows = summary(rates, FLAGS.accelerator_rate)
   print_table(rows)
   print(f"\ncores/GPU: CPU cores to feed ResNet-50 at {FLAGS.accelerator_rate:.0f} img/s "
-        f"on one accelerator at each row's rate a thread (default: {PUBLISHED}); noise: "
-        "spread over rounds; ratios: median (range) over rounds, 'ahead' when every "
-        f"round's is above 1. {os.cpu_count()} CPU cores here.")
+        f"on one accelerator at each row's rate a thread (default: {PUBLISHED}); "
+        f"{stats.TIMING_RULE}. {os.cpu_count()} CPU cores here.")
   if FLAGS.output:
     result = dict(data=data, batch_size=FLAGS.batch_size, batches=FLAGS.batches,
                   rounds=FLAGS.rounds, cpu_count=os.cpu_count(),

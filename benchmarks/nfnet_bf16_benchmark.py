@@ -2,17 +2,18 @@
 default, `tricks.grouped_conv`) against tf_keras's XLA grouped convolutions (the
 default before the oneDNN fault was found) and against float32.
 
-One process, the variants alternated round by round (interleaved chunks of `--steps`
-steps after a warm-up); prints the median ms a step, the half-spread of the rounds
-(noise), and each variant's speed-up over float32 as the median and range of the
-per-round ratios.
+One process, the variants alternated round by round (`rounds.interleave`: chunks of
+`--steps` steps after a warm-up, the order flipped every other round); prints the
+median ms a step with its 95% interval, and each variant's speed-up over float32 as
+the median of the per-round ratios with its 95% interval (`benchmarks/stats.py`:
+order statistics, 6 rounds or more).
 
     ./bazelw run //benchmarks:nfnet_bf16
-    ./bazelw run //benchmarks:nfnet_bf16 -- --models=nfnet_nano --rounds=3 --steps=5
+    ./bazelw run //benchmarks:nfnet_bf16 -- --models=nfnet_nano --rounds=6 --steps=5
 """
 
 import contextlib
-import statistics
+import functools
 import time
 from unittest import mock
 
@@ -21,6 +22,8 @@ from absl import flags
 import tensorflow as tf
 import tf_keras
 
+from benchmarks import rounds as rounds_lib
+from benchmarks import stats
 from tricks import grouped_conv
 from zoo import registry
 
@@ -35,7 +38,8 @@ VARIANTS = {
 
 flags.DEFINE_list("models", list(CASES), f"of {', '.join(CASES)}")
 flags.DEFINE_list("variants", list(VARIANTS), f"of {', '.join(VARIANTS)}")
-flags.DEFINE_integer("rounds", 5, "timed chunks of each variant (interleaved)")
+flags.DEFINE_integer("rounds", 6, "timed chunks of each variant (interleaved; 6 or more "
+                     "for a 95% interval)")
 flags.DEFINE_integer("steps", None, "timed steps a chunk; default: each model's own")
 FLAGS = flags.FLAGS
 
@@ -91,26 +95,20 @@ def time_chunk(step, steps):
 def bench(name, variants, rounds, steps):
   """{variant: [seconds a step, one per round]}, the variants alternated."""
   steps_fns = {v: train_step_for(name, v) for v in variants}
-  times = {v: [] for v in variants}
-  for _ in range(rounds):
-    for variant, step in steps_fns.items():
-      times[variant].append(time_chunk(step, steps))
-  return times
+  return rounds_lib.interleave(
+      {v: functools.partial(time_chunk, step, steps) for v, step in steps_fns.items()},
+      rounds)
 
 
 def report(name, times):
   size, batch, _ = CASES[name]
-  print(f"\n{name}, {size}px, batch {batch} (ms a step: median, noise = half-spread "
-        "of the rounds / median; speed-up over float32: median [min, max] of rounds)")
+  print(f"\n{name}, {size}px, batch {batch} (ms a step and speed-up over float32: "
+        f"{stats.TIMING_RULE})")
   base = times.get("float32")
   for variant, ts in times.items():
-    median = statistics.median(ts)
-    noise = (max(ts) - min(ts)) / 2 / median
-    line = f"  {variant:20s} {median * 1e3:9.1f} ms  noise {noise:5.1%}"
+    line = f"  {variant:20s} {stats.median_interval(ts).format(scale=1e3):>26} ms"
     if base and variant != "float32":
-      ratios = [b / t for b, t in zip(base, ts)]
-      line += (f"  x{statistics.median(ratios):.2f} [{min(ratios):.2f}, "
-               f"{max(ratios):.2f}]")
+      line += f"  {str(stats.ratio_interval(ours=ts, theirs=base)):<26}"
     print(f"{line}   {VARIANTS[variant]}")
 
 

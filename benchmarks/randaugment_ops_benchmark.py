@@ -14,6 +14,7 @@ its excess (it runs on half the images). docs/input.md uses these to say where
 RandAugment's time goes.
 """
 
+import functools
 import json
 import statistics
 import time
@@ -24,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import cpu_input
+from benchmarks import rounds as rounds_lib
+from benchmarks import stats
 from official.vision.ops import augment as mg_augment
 
 WHOLE = "RandAugment(2, m)"
@@ -32,7 +35,7 @@ OPS = tuple(mg_augment.RandAugment().available_ops)
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("images", 256, "224 x 224 images a measurement")
 flags.DEFINE_integer("magnitude", 9, "RandAugment's magnitude")
-flags.DEFINE_integer("rounds", 3, "alternated rounds")
+flags.DEFINE_integer("rounds", 6, "alternated rounds (6 or more for a 95% interval)")
 flags.DEFINE_list("ops", list(OPS), f"of {', '.join(OPS)}")
 flags.DEFINE_string("output", None, "write the figures as JSON here")
 
@@ -77,14 +80,16 @@ def measure(names, count, magnitude, rounds):
   datasets = {n: mapped(images, n, magnitude) for n in (None,) + tuple(names)}
   for dataset in datasets.values():  # a first, untimed pass of each
     seconds(dataset)
-  result = {n: [] for n in names}
-  for r in range(rounds):
-    for name in (names if r % 2 == 0 else names[::-1]):
-      base, took = seconds(datasets[None]), seconds(datasets[name])
-      share = 1.0 if name == WHOLE else 0.5
-      result[name].append((took - base) / share / (count - 1) * 1e3)
-      print(f"  round {r + 1}: {name}: {result[name][-1]:.2f} ms an image", flush=True)
-  return result
+  def excess(name):
+    base, took = seconds(datasets[None]), seconds(datasets[name])
+    share = 1.0 if name == WHOLE else 0.5
+    return (took - base) / share / (count - 1) * 1e3
+
+  def progress(r, name, ms):
+    print(f"  round {r + 1}: {name}: {ms:.2f} ms an image", flush=True)
+
+  return rounds_lib.interleave({n: functools.partial(excess, n) for n in names}, rounds,
+                               warmup=False, on_result=progress)
 
 
 def check_flags():
@@ -104,13 +109,14 @@ def main(argv):
   cpu_input.one_intra_op_thread()
   names = tuple(FLAGS.ops) + (WHOLE,)
   result = measure(names, FLAGS.images, FLAGS.magnitude, FLAGS.rounds)
-  rows = sorted(({"op": n, "ms_per_image": statistics.median(v), "rounds": v}
+  rows = sorted(({"op": n, "ms_per_image": statistics.median(v),
+                  "interval": stats.median_interval(v).as_dict(), "rounds": v}
                  for n, v in result.items()), key=lambda row: -row["ms_per_image"])
-  print(f"\n{'op':<20}{'ms an image':>12}  (one thread, {FLAGS.images} images of 224 x 224, "
-        f"magnitude {FLAGS.magnitude}, median of {FLAGS.rounds} rounds)")
-  for row in rows:
-    spread = f"{min(row['rounds']):.2f}-{max(row['rounds']):.2f}"
-    print(f"{row['op']:<20}{row['ms_per_image']:>12.2f}  ({spread})")
+  print(f"\n{'op':<20}{'ms an image [95% interval]':>30}  (one thread, {FLAGS.images} images "
+        f"of 224 x 224, magnitude {FLAGS.magnitude}, median of {FLAGS.rounds} rounds)")
+  for n, v in sorted(result.items(), key=lambda item: -statistics.median(item[1])):
+    print(f"{n:<20}{stats.median_interval(v).format(digits=2):>30}")
+  print(f"({stats.TIMING_RULE})")
   if FLAGS.output:
     with open(FLAGS.output, "w") as f:
       json.dump(dict(images=FLAGS.images, magnitude=FLAGS.magnitude, rounds=FLAGS.rounds,

@@ -18,7 +18,12 @@ distribution-free interval, e.g. Conover 1999, sec. 3.2): with n ratios sorted, 
 interval [r_(j), r_(n+1-j)] holds the median with probability
 1 - 2 P(Binomial(n, 1/2) < j), and j is the largest that keeps that at least the
 confidence. Below 6 rounds no such interval reaches 95%. "ahead" / "behind" /
-"parity" as above, with 1.0 in place of 0.
+"parity" as above, with 1.0 in place of 0. A single program's figure over rounds
+(milliseconds a step) is its median with the same interval, and its "noise" is that
+interval's half-width over the median: one formula in every benchmark
+(`median_interval`), printed as "26.4 [25.9, 27.1]", a ratio as "1.31x [1.25, 1.40]".
+The rounds themselves are run by `benchmarks.rounds.interleave` (every program once a
+round, the order flipped every other round).
 """
 
 import dataclasses
@@ -32,6 +37,12 @@ CONFIDENCE = 0.95
 AHEAD, BEHIND, WITHIN_NOISE, PARITY = "ahead", "behind", "within noise", "parity"
 NO_ESTIMATE = "fewer than 2 runs a side: no noise estimate"
 TOO_FEW_ROUNDS = "no verdict: too few rounds for a 95% interval"
+# What every timing table says of its figures.
+TIMING_RULE = ("each figure: the median of the rounds and its 95% interval from order "
+               "statistics, noise = the interval's half-width over the median; a ratio "
+               "is ahead or behind only where its interval leaves out 1.0, from 6 rounds "
+               "or more; rounds alternate every program, the order flipped every other "
+               "round")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +164,74 @@ def order_statistic_rank(n, confidence=CONFIDENCE):
 
 
 @dataclasses.dataclass(frozen=True)
+class MedianInterval:
+  """A figure over rounds (seconds a step, images a second): the median of the rounds
+  and its distribution-free interval; `noise` is the interval's half-width over the
+  median (NaN where the rounds are too few for an interval)."""
+  median: float
+  low: float
+  high: float
+  coverage: float  # the interval's exact coverage (at least `confidence`)
+  confidence: float
+  rounds: int
+
+  @property
+  def noise(self):
+    if not self.coverage:
+      return math.nan
+    return (self.high - self.low) / 2 / self.median
+
+  def format(self, scale=1.0, digits=1):
+    """E.g. '26.4 [25.9, 27.1]' (the median and its 95% interval, times `scale`)."""
+    if not self.coverage:
+      return f"{self.median * scale:.{digits}f} [no 95% interval from {self.rounds} rounds]"
+    return (f"{self.median * scale:.{digits}f} [{self.low * scale:.{digits}f}, "
+            f"{self.high * scale:.{digits}f}]")
+
+  def as_dict(self):
+    return {"median": self.median, "low": _round_or_none(self.low, None),
+            "high": _round_or_none(self.high, None), "coverage": round(self.coverage, 4),
+            "confidence": self.confidence, "rounds": self.rounds,
+            "noise": _round_or_none(self.noise, 4)}
+
+
+def ratio_text(ratio):
+  """A RatioInterval's JSON (`as_dict`) as every table prints it: '1.31x [1.25, 1.40]'."""
+  if ratio["low"] is None:
+    return f"{ratio['ratio']:.2f}x [no 95% interval from {ratio['rounds']} rounds]"
+  return f"{ratio['ratio']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]"
+
+
+def largest_noise(figures):
+  """The largest noise of several figures, each a list of rounds, as JSON holds it:
+  None if any has too few rounds for an interval."""
+  noises = [median_interval(rounds).noise for rounds in figures]
+  return None if any(math.isnan(n) for n in noises) else round(max(noises), 4)
+
+
+def noise_text(noises):
+  """The largest of `noises` (MedianInterval.noise, or its JSON: None where there was
+  no interval) as a table prints it: '3.1%', or 'n/a' if any has no interval."""
+  noises = [math.nan if n is None else n for n in noises]
+  if not noises or any(math.isnan(n) for n in noises):
+    return "n/a"
+  return f"{max(noises):.1%}"
+
+
+def median_interval(values, confidence=CONFIDENCE):
+  """The median of `values` (one a round) and the order-statistic interval
+  [v_(j), v_(n+1-j)] that holds the population median with probability at least
+  `confidence` (NaN bounds below 6 rounds at 95%)."""
+  values = np.sort(np.asarray(values, float))
+  if values.ndim != 1 or not values.size or not np.all(np.isfinite(values)):
+    raise ValueError(f"need one finite value a round, got {values!r}")
+  n = values.size
+  j, coverage = order_statistic_rank(n, confidence)
+  low, high = (float(values[j - 1]), float(values[n - j])) if j else (math.nan, math.nan)
+  return MedianInterval(float(np.median(values)), low, high, coverage, confidence, n)
+
+
+@dataclasses.dataclass(frozen=True)
 class RatioInterval:
   """How many times faster "ours" is than a peer over paired rounds: the median of the
   per-round ratios theirs / ours and its distribution-free interval."""
@@ -171,19 +250,21 @@ class RatioInterval:
 
   def __str__(self):
     """E.g. '1.31x [1.25, 1.40]' (the median ratio and its 95% interval)."""
-    if not self.coverage:
-      return f"{self.ratio:.2f}x [no 95% interval from {self.rounds} rounds]"
-    return f"{self.ratio:.2f}x [{self.low:.2f}, {self.high:.2f}]"
+    return ratio_text(self.as_dict())
 
   def as_dict(self):
-    return {"ratio": round(self.ratio, 4), "low": _round(self.low),
-            "high": _round(self.high), "coverage": round(self.coverage, 4),
+    return {"ratio": round(self.ratio, 4), "low": _round_or_none(self.low),
+            "high": _round_or_none(self.high), "coverage": round(self.coverage, 4),
             "confidence": self.confidence, "rounds": self.rounds,
             "verdict": self.verdict}
 
 
-def _round(x):
-  return round(x, 4) if math.isfinite(x) else None
+def _round_or_none(x, digits=4):
+  """`x` rounded (not at all for digits None), None for NaN (JSON has no NaN)."""
+  if not math.isfinite(x):
+    return None
+  return x if digits is None else round(x, digits)
+
 
 
 def ratio_interval(ours, theirs, confidence=CONFIDENCE):
@@ -197,8 +278,6 @@ def ratio_interval(ours, theirs, confidence=CONFIDENCE):
                      f"{theirs.shape}")
   if np.any(ours <= 0) or np.any(theirs <= 0):
     raise ValueError("times must be positive")
-  ratios = np.sort(theirs / ours)
-  n = ratios.size
-  j, coverage = order_statistic_rank(n, confidence)
-  low, high = (float(ratios[j - 1]), float(ratios[n - j])) if j else (math.nan, math.nan)
-  return RatioInterval(float(np.median(ratios)), low, high, coverage, confidence, n)
+  median = median_interval(theirs / ours, confidence)
+  return RatioInterval(median.median, median.low, median.high, median.coverage,
+                       confidence, median.rounds)

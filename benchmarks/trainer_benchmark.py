@@ -33,8 +33,10 @@ Three parts, each in this one process:
   `cache=False`, epochs alternating; the first epoch of each (which fills the cache)
   is untimed. Prints the median epoch time of each and the ratio.
 
-Each figure comes with a noise estimate: how far the medians of the first and second
-half of its rounds differ. A benchmark, not a test: figures vary with the machine.
+Each figure is the median of its rounds with a noise estimate, the half-width of the
+median's 95% interval over the median, and each ratio the median of the per-round
+ratios with its 95% interval (`benchmarks/stats.py`: order statistics; none below 6
+rounds). A benchmark, not a test: figures vary with the machine.
 """
 
 import dataclasses
@@ -50,6 +52,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from benchmarks import rounds as rounds_lib
+from benchmarks import stats
 from benchmarks import timing
 from recipes import strategies
 from recipes.data import digits
@@ -159,18 +163,21 @@ def compare(trainer, fit_models, dataset, loops, rounds, loop_alone=False):
     if loop_alone:
       runs[("loop_alone", n)] = functools.partial(
           timing.trainer_chunk, trainer, iterator, loops[n], n, host_work=False)
-  times = timing.interleave(runs, rounds)
+  times = rounds_lib.interleave(runs, rounds)
   return {n: {kind: times[(kind, m)] for kind, m in runs if m == n} for n in fit_models}
 
 
 def summarise(times):
-  """Median ms a step of each loop, the ratio fit / trainer, and the noise."""
+  """Median ms a step of each loop, the paired ratio fit / trainer with its interval,
+  and the worst noise."""
   trainer_s = statistics.median(times["trainer"])
   fit_s = statistics.median(times["fit"])
+  ratio = stats.ratio_interval(ours=times["trainer"], theirs=times["fit"])
   row = {"trainer_ms_per_step": round(trainer_s * 1e3, 3),
          "fit_ms_per_step": round(fit_s * 1e3, 3),
-         "fit_over_trainer": round(fit_s / trainer_s, 3),
-         "noise": round(max(timing.half_spread(t) for t in times.values()), 3),
+         "fit_over_trainer": round(ratio.ratio, 3),
+         "fit_over_trainer_interval": ratio.as_dict(),
+         "noise": stats.largest_noise(times.values()),
          "rounds": len(times["trainer"])}
   if "loop_alone" in times:
     row["loop_alone_ms_per_step"] = round(statistics.median(times["loop_alone"]) * 1e3, 3)
@@ -261,15 +268,16 @@ def bench_cache(root, image_size, batch_size, epochs):
     epoch[name] += 1
     return seconds
 
-  times = timing.interleave(
+  times = rounds_lib.interleave(
       {name: functools.partial(run, name) for name in pipelines}, epochs)
   cached, uncached = (statistics.median(times[k]) for k in ("cached", "uncached"))
+  ratio = stats.ratio_interval(ours=times["cached"], theirs=times["uncached"])
   return {"images": len(indices), "image_size": image_size, "batch_size": batch_size,
           "cached_ms_per_epoch": round(cached * 1e3, 1),
           "uncached_ms_per_epoch": round(uncached * 1e3, 1),
-          "uncached_over_cached": round(uncached / cached, 2),
-          "noise": round(max(timing.half_spread(times["cached"]),
-                             timing.half_spread(times["uncached"])), 3),
+          "uncached_over_cached": round(ratio.ratio, 2),
+          "uncached_over_cached_interval": ratio.as_dict(),
+          "noise": stats.largest_noise(times.values()),
           "epochs": epochs}
 
 
@@ -313,13 +321,15 @@ def run_sizes(model_dir, strategy, steps_per_loop):
                             FLAGS.distinct_batches, FLAGS.jit_compile)
     timing.release()
     print(f"  {name}: done", flush=True)
-  print(f"\n{'size':<32}{'trainer ms':>12}{'fit ms':>10}{'fit/trainer':>13}"
+  print(f"\n{'size':<32}{'trainer ms':>12}{'fit ms':>10}  {'fit/trainer':<26}"
         f"{'noise':>8}")
   for name, row in rows.items():
     label = f"{row['model']} {row['image_size']}px batch {row['batch_size']}"
     print(f"{label:<32}{row['trainer_ms_per_step']:>12.1f}"
-          f"{row['fit_ms_per_step']:>10.1f}{row['fit_over_trainer']:>13.3f}"
-          f"{row['noise']:>8.1%}")
+          f"{row['fit_ms_per_step']:>10.1f}  "
+          f"{stats.ratio_text(row['fit_over_trainer_interval']):<26}"
+          f"{stats.noise_text([row['noise']]):>8}")
+  print(f"({stats.TIMING_RULE})")
   return rows
 
 
@@ -330,13 +340,14 @@ def run_host(host_spls, default_spl, model_dir, strategy):
   timing.release()
   print("\nHost overhead a step (one Dense layer on 8x8x3, batch 8; "
         f"{FLAGS.host_rounds} interleaved chunks each):")
-  print(f"{'steps_per_loop':<16}{'trainer ms':>12}{'loop alone':>12}{'fit ms':>10}"
-        f"{'fit/trainer':>13}{'noise':>8}")
+  print(f"{'steps_per_loop':<16}{'trainer ms':>12}{'loop alone':>12}{'fit ms':>10}  "
+        f"{'fit/trainer':<26}{'noise':>8}")
   for n, row in rows.items():
     mark = " (default)" if n == default_spl else ""
     print(f"{str(n) + mark:<16}{row['trainer_ms_per_step']:>12.3f}"
-          f"{row['loop_alone_ms_per_step']:>12.3f}{row['fit_ms_per_step']:>10.3f}"
-          f"{row['fit_over_trainer']:>13.3f}{row['noise']:>8.1%}")
+          f"{row['loop_alone_ms_per_step']:>12.3f}{row['fit_ms_per_step']:>10.3f}  "
+          f"{stats.ratio_text(row['fit_over_trainer_interval']):<26}"
+          f"{stats.noise_text([row['noise']]):>8}")
   print("(loop alone: TrainStep.loop without the host work that "
         "Trainer.train_epoch does after every loop)")
   return {str(n): row for n, row in rows.items()}
@@ -357,7 +368,8 @@ def run_cache(tmp):
         "first):")
   print(f"  cache=True {row['cached_ms_per_epoch']:.0f} ms, cache=False "
         f"{row['uncached_ms_per_epoch']:.0f} ms: uncached / cached "
-        f"{row['uncached_over_cached']:.2f} (noise {row['noise']:.1%})")
+        f"{stats.ratio_text(row['uncached_over_cached_interval'])} (noise "
+        f"{stats.noise_text([row['noise']])})")
   return row
 
 

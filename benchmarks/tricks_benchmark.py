@@ -6,12 +6,14 @@
 Trains a ResNet-50 (tf_keras.applications, random weights) on random images with SGD
 and momentum, in one process, once per configuration: the plain step, then with
 adaptive gradient clipping, a cyclical learning rate, Extended BN in place of fused
-BN, and recompute (every residual block). Prints the median step time of each and
-its ratio to the plain step, and for recompute the peak memory one training step
+BN, and recompute (every residual block), one step of each a round, alternated
+(benchmarks/rounds.py). Prints the median step time of each and its ratio to the
+plain step with their 95% intervals (benchmarks/stats.py), and for recompute the peak memory one training step
 allocates beyond the weights and optimizer state (the activations, mostly), with and
 without it. A benchmark, not a test: figures vary with the machine.
 """
 
+import functools
 import json
 import statistics
 import time
@@ -22,6 +24,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from benchmarks import rounds as rounds_lib
+from benchmarks import stats
 from tricks import agc
 from tricks import cyclical_lr
 from tricks import extended_bn
@@ -116,30 +120,29 @@ def main(argv):
     for _ in range(FLAGS.warmup_steps):
       steps[name](images, labels).numpy()
   memory = {name: step_memory(steps[name], images, labels) for name in names}
-  # Round robin, one step of each configuration a round: machine drift hits all alike.
-  times = {name: [] for name in names}
-  for _ in range(FLAGS.steps):
-    for name in names:
-      start = time.perf_counter()
-      steps[name](images, labels).numpy()
-      times[name].append(time.perf_counter() - start)
+  # One step of each configuration a round, alternated: machine drift hits all alike.
+  def one_step(name):
+    start = time.perf_counter()
+    steps[name](images, labels).numpy()
+    return time.perf_counter() - start
+
+  times = rounds_lib.interleave({n: functools.partial(one_step, n) for n in names},
+                                FLAGS.steps, warmup=False)
   results = {name: (statistics.median(times[name]), memory[name]) for name in names}
   base_time, base_peak = results["plain"]
-  half = FLAGS.steps // 2
-  noise = abs(statistics.median(times["plain"][:half])
-              - statistics.median(times["plain"][half:])) / base_time
   rows = {}
-  print(f"\n{'trick':<14}{'ms/step':>10}{'vs plain':>10}")
+  print(f"\n{'trick':<14}{'ms/step [95% interval]':>26}  {'time / plain':<26}")
   for name, (seconds, peak) in results.items():
-    ratio = seconds / base_time
-    rows[name] = {"ms_per_step": round(seconds * 1e3, 1), "time_ratio": round(ratio, 3),
+    ratio = stats.ratio_interval(ours=times["plain"], theirs=times[name])
+    rows[name] = {"ms_per_step": round(seconds * 1e3, 1),
+                  "time_ratio": round(ratio.ratio, 3), "time_ratio_interval": ratio.as_dict(),
+                  "noise": stats.median_interval(times[name]).as_dict()["noise"],
                   "peak_step_memory_mib": round(peak / 2**20, 1)}
-    print(f"{name:<14}{seconds * 1e3:>10.0f}{ratio:>10.3f}")
-  print(f"(the plain step's first and second half differ by {noise:.1%}: ratios "
-        "within that are noise)")
+    print(f"{name:<14}{stats.median_interval(times[name]).format(scale=1e3, digits=0):>26}"
+          f"  {str(ratio):<26}")
+  print(f"({stats.TIMING_RULE}; time / plain above 1.0: slower than plain)")
   summary = {"image_size": size, "batch_size": batch, "steps": FLAGS.steps,
-             "jit_compile": FLAGS.jit_compile,
-             "configs": rows, "plain_run_to_run": round(noise, 3)}
+             "jit_compile": FLAGS.jit_compile, "configs": rows}
   if "recompute" in results:
     saving = 1 - results["recompute"][1] / base_peak
     summary["recompute_memory_saving"] = round(saving, 3)

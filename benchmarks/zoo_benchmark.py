@@ -24,8 +24,8 @@ In one process:
   alternation, where timm has the model, once a `--timm_settings` entry: PyTorch's
   default (NCHW, eager), channels_last, and `torch.compile` where it builds here.
   `ours / timm` is the speed ratio of our faster float32 variant over each: the median
-  of the per-round ratios and a 95% percentile-bootstrap interval over rounds
-  (`timing.ratio_interval`); "ahead" or "behind" only where the interval leaves out
+  of the per-round ratios and its 95% interval from order statistics
+  (`stats.ratio_interval`); "ahead" or "behind" only where the interval leaves out
   1.0 (and from at least 6 rounds), else parity.
 - Inference: the SavedModel that `zoo.export` writes (JPEG bytes in, preprocessing and
   model inside) at batch 1 and 32, images a second, for `--inference_models`, with
@@ -37,8 +37,9 @@ precision (bfloat16; float16 where it has none), each with and without XLA, and 
 yardstick is the device's published dense peak (`device_peaks.PEAKS`, named with its
 source). Where no such device is present it says so in one line and exits 2.
 
-Every figure has a noise estimate (how far the medians of the first and second half of
-its rounds differ). A benchmark, not a test: figures vary with the machine.
+Every figure is the median of its rounds with a noise estimate: the half-width of the
+median's 95% interval over the median (`stats.median_interval`; none below 6 rounds).
+A benchmark, not a test: figures vary with the machine.
 """
 
 import dataclasses
@@ -59,6 +60,8 @@ import tensorflow as tf
 import tf_keras
 
 from benchmarks import device_peaks
+from benchmarks import rounds as rounds_lib
+from benchmarks import stats
 from benchmarks import timing
 from recipes import strategies
 from zoo import export
@@ -103,7 +106,8 @@ flags.DEFINE_list("models", list(CASES), f"training cases: {', '.join(CASES)}")
 flags.DEFINE_list("variants", None, f"of each, from {', '.join(VARIANTS)}; default: "
                   f"{', '.join(CPU_VARIANTS)} on the CPU, float32 and the device's mixed "
                   "precision, with and without XLA, on an accelerator")
-flags.DEFINE_integer("rounds", 4, "timed chunks of each variant (interleaved)")
+flags.DEFINE_integer("rounds", 6, "timed chunks of each variant (interleaved; 6 or more "
+                     "for a 95% interval)")
 flags.DEFINE_integer("steps", None, "timed steps a chunk; default: each case's own")
 flags.DEFINE_integer("batch_size", None, "default: each case's own")
 flags.DEFINE_integer("image_size", None, "default: each case's own")
@@ -118,7 +122,7 @@ flags.DEFINE_string("device_name", None, "the accelerator's name for the peak ta
 flags.DEFINE_string("tpu", "local", "with --device=tpu: the TPU's name or address")
 flags.DEFINE_list("inference_models", ["nfnet_f0", "resnet50"],
                   "SavedModel inference (none: empty)")
-flags.DEFINE_integer("inference_rounds", 4, "timed chunks of each inference batch size")
+flags.DEFINE_integer("inference_rounds", 6, "timed chunks of each inference batch size")
 flags.DEFINE_integer("matmul_reps", 10, "timed matmuls of each dtype")
 flags.DEFINE_string("output", None, "also write the figures here as JSON")
 
@@ -208,7 +212,7 @@ def peer_ratios(times):
     return None
   ours = min(ours, key=median)
   return {"ours": ours, "timm_best": min(timm, key=median),
-          "ratios": {n: timing.ratio_interval(times[ours], times[n]).as_dict()
+          "ratios": {n: stats.ratio_interval(times[ours], times[n]).as_dict()
                      for n in timm}}
 
 
@@ -266,7 +270,7 @@ def bench_training(case, plan, model_dir, strategy):
     for setting, peer in peers.items():
       if not peer.skipped:
         runs[timm_key(setting)] = functools.partial(peer.chunk, loops * spl)
-    times = timing.interleave(runs, plan.rounds)
+    times = rounds_lib.interleave(runs, plan.rounds)
   finally:
     for peer in peers.values():
       if not peer.skipped:
@@ -277,7 +281,7 @@ def bench_training(case, plan, model_dir, strategy):
     step = statistics.median(seconds)
     rows[name] = {"ms_per_step": round(step * 1e3, 1),
                   "images_per_second": round(case.batch_size / step, 2),
-                  "noise": round(timing.half_spread(seconds), 3),
+                  "noise": stats.median_interval(seconds).as_dict()["noise"],
                   "seconds_a_step_each_round": [round(t, 5) for t in seconds]}
   versions = {p.version for p in peers.values() if p.version}
   return {"model": case.model, "image_size": case.image_size,
@@ -329,11 +333,11 @@ def bench_inference(names, rounds, root):
         return (time.perf_counter() - start) / (calls * batch)
       runs[(name, batch)] = run
     timing.release()
-  times = timing.interleave(runs, rounds)
+  times = rounds_lib.interleave(runs, rounds)
   return {name: {"test_size": sizes[name], **{
       str(batch): {"images_per_second": round(1 / statistics.median(times[(name, batch)]),
                                               2),
-                   "noise": round(timing.half_spread(times[(name, batch)]), 3)}
+                   "noise": stats.median_interval(times[(name, batch)]).as_dict()["noise"]}
       for batch in INFERENCE_BATCHES}} for name in names}
 
 
@@ -419,7 +423,7 @@ def print_training(rows, variants, yardstick):
       fraction = v[name].get("fraction_of_peak")
       line += (f"{v[name]['images_per_second']:>15.1f}"
                + (f"{fraction:>7.1%}" if fraction is not None else f"{'-':>7}"))
-    print(line + f"{max(v[name]['noise'] for name in variants):>7.1%}")
+    print(line + f"{stats.noise_text(v[name]['noise'] for name in variants):>7}")
   label = (yardstick.label if yardstick
            else "an unknown peak: add the device to device_peaks.PEAKS")
   print(f"(peak: training FLOP/s, 3 x the forward pass's, as a fraction of {label})")
@@ -430,8 +434,8 @@ def print_peers(rows):
   rows = [r for r in rows.values() if r["timm"]]
   if not rows:
     return
-  print(f"\nours / timm, training step in float32 (per-round ratios: median and 95% "
-        f"bootstrap interval over rounds):")
+  print(f"\nours / timm, training step in float32 (per-round ratios: median and its "
+        f"95% interval from order statistics):")
   print(f"{'model':<14}{'ours img/s':>16}  {'timm setting':<24}{'img/s':>8}  "
         f"{'ours/timm':<26}verdict")
   for row in rows:
@@ -441,7 +445,7 @@ def print_peers(rows):
     first = f"{row['model']:<14}{ours:>16}  "
     for name, ratio in (peers["ratios"] if peers else {}).items():
       best = " (best)" if name == peers["timm_best"] else ""
-      interval = f"{ratio['ratio']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]"
+      interval = stats.ratio_text(ratio)
       print(f"{first}{name + best:<24}{v[name]['images_per_second']:>8.1f}  "
             f"{interval:<26}{ratio['verdict']}")
       first = " " * 32
@@ -449,8 +453,7 @@ def print_peers(rows):
       print(f"{first}{name:<24}skipped: {why}")
       first = " " * 32
   versions = sorted({r["timm_version"] for r in rows if r["timm_version"]})
-  print(f"(timm: {'; '.join(versions)}; ahead or behind only where the interval "
-        f"leaves out 1.0, from {timing.MIN_ROUNDS_FOR_VERDICT} rounds or more)")
+  print(f"(timm: {'; '.join(versions)}; {stats.TIMING_RULE})")
 
 
 def find_accelerator(kind):
@@ -539,7 +542,7 @@ def run_inference(summary, tmp):
     print(f"{name:<16}{row['test_size']:>10}"
           + "".join(f"{row[str(b)]['images_per_second']:>17.1f}"
                     for b in INFERENCE_BATCHES)
-          + f"{max(row[str(b)]['noise'] for b in INFERENCE_BATCHES):>7.1%}")
+          + f"{stats.noise_text(row[str(b)]['noise'] for b in INFERENCE_BATCHES):>7}")
 
 
 def main(argv):

@@ -143,6 +143,37 @@ class MedianIntervalTest(tf.test.TestCase, parameterized.TestCase):
     self.assertGreaterEqual(hits / sims, 0.95 - 3 * 0.0015)
     self.assertAlmostEqual(hits / sims, stats.order_statistic_rank(n)[1], delta=0.01)
 
+  def test_a_figures_median_and_noise(self):
+    # Ten rounds: j = 2, the 2nd smallest and 2nd largest; noise the half-width over
+    # the median.
+    seconds = [0.030, 0.021, 0.025, 0.022, 0.029, 0.024, 0.020, 0.026, 0.027, 0.028]
+    m = stats.median_interval(seconds)
+    self.assertAlmostEqual(m.median, 0.0255)
+    self.assertEqual((m.low, m.high, m.rounds), (0.021, 0.029, 10))
+    self.assertAlmostEqual(m.noise, (0.029 - 0.021) / 2 / 0.0255)
+    self.assertEqual(m.format(scale=1e3), "25.5 [21.0, 29.0]")
+    self.assertEqual(m.as_dict()["noise"], round(m.noise, 4))
+    self.assertEqual(stats.noise_text([m.noise, 0.01]), f"{m.noise:.1%}")
+    self.assertAlmostEqual(stats.largest_noise([seconds, [1.0] * 6]), round(m.noise, 4))
+    few = stats.median_interval(seconds[:5])
+    self.assertTrue(math.isnan(few.noise))
+    self.assertEqual(few.as_dict()["noise"], None)  # JSON has no NaN
+    self.assertEqual(few.format(scale=1e3), "25.0 [no 95% interval from 5 rounds]")
+    self.assertEqual(stats.noise_text([few.as_dict()["noise"], 0.01]), "n/a")
+    self.assertIsNone(stats.largest_noise([seconds, seconds[:5]]))
+    for bad in ([], [1.0, math.nan], [[1.0]]):
+      with self.assertRaisesRegex(ValueError, "one finite value a round"):
+        stats.median_interval(bad)
+
+  def test_ratio_is_the_median_interval_of_the_rounds_ratios(self):
+    ours = np.array([1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0])
+    theirs = ours * np.array([1.3, 1.1, 1.2, 1.6, 1.4, 1.5, 1.25])
+    r, m = stats.ratio_interval(ours, theirs), stats.median_interval(theirs / ours)
+    self.assertEqual((r.ratio, r.low, r.high, r.coverage), (m.median, m.low, m.high,
+                                                            m.coverage))
+    self.assertEqual(stats.ratio_text(r.as_dict()), str(r))
+    self.assertEqual(str(r), "1.30x [1.10, 1.60]")
+
 
 if __name__ == "__main__":
   tf.test.main()

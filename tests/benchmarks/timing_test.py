@@ -1,62 +1,50 @@
-"""The benchmarks' shared timing: interleaving, the noise estimate, and ratio
-intervals."""
+"""benchmarks/timing.py: chunks of the project's trainer timed a step at a time, and
+the closing line every timing table ends with (the one rule, benchmarks/stats.py)."""
 
-from absl.testing import parameterized
+import contextlib
+import io
+import json
+import os
+
 import tensorflow as tf
+import tf_keras
 
+from benchmarks import stats
 from benchmarks import timing
+from recipes import strategies
 
 
-class TimingTest(tf.test.TestCase, parameterized.TestCase):
+def tiny_model():
+  inputs = tf_keras.Input([8, 8, 3])
+  pooled = tf_keras.layers.GlobalAveragePooling2D()(inputs)
+  outputs = tf_keras.layers.Dense(timing.NUM_CLASSES, name="logits")(pooled)
+  return tf_keras.Model(inputs, outputs)
 
-  def test_interleave_alternates_order_after_an_untimed_chunk(self):
-    calls = []
-    runs = {name: (lambda name=name: calls.append(name) or 1.0) for name in "ab"}
-    times = timing.interleave(runs, 3)
-    self.assertEqual("".join(calls), "ab" + "ab" + "ba" + "ab")
-    self.assertEqual(times, {"a": [1.0] * 3, "b": [1.0] * 3})
-    self.assertAlmostEqual(timing.half_spread([1.0, 1.0, 2.0, 2.0]), 2 / 3)
 
-  def test_two_rounds_interval_is_their_two_ratios(self):
-    """Ratios 0.9 and 1.1: a resampled median is 0.9 (1/4 of draws), 1.0 (1/2) or 1.1
-    (1/4), so the 2.5% and 97.5% quantiles are 0.9 and 1.1."""
-    interval = timing.ratio_interval(ours=[2.0, 1.0], theirs=[1.8, 1.1])
-    self.assertAllClose([interval.ratio, interval.low, interval.high],
-                        [1.0, 0.9, 1.1])
-    self.assertEqual((interval.smallest, interval.largest, interval.rounds),
-                     (0.9, 1.1, 2))
+class TimingTest(tf.test.TestCase):
 
-  def test_three_rounds_interval(self):
-    """Per-round ratios 1.0, 1.2, 1.5: each extreme is the resampled median in 7/27 of
-    draws (two or three of the three draws on it), beyond the 2.5% tails."""
-    interval = timing.ratio_interval([2.0, 2.0, 2.0], [2.0, 2.4, 3.0])
-    self.assertAllClose([interval.ratio, interval.low, interval.high], [1.2, 1.0, 1.5])
-    self.assertEqual(interval.verdict, "no verdict (fewer than 6 rounds)")
+  def test_loops_cover_the_steps(self):
+    self.assertEqual(timing.loops_for(10, 4), 3)
+    self.assertEqual(timing.loops_for(8, 4), 2)
+    self.assertEqual(timing.loops_for(1, 4), 1)
 
-  @parameterized.parameters(
-      # Six rounds (the fewest with a verdict); the resampled median lies between the
-      # third and fourth smallest ratios of a draw.
-      ([1.1, 1.1, 1.2, 1.2, 1.3, 1.3], "ahead"),  # every median >= 1.1
-      ([0.7, 0.7, 0.8, 0.8, 0.9, 0.9], "behind"),  # every median <= 0.9
-      # A median below 1.0 needs four of six draws on 0.9: P = 0.089 > 2.5%; above 1.0
-      # likewise: the interval holds 1.0.
-      ([0.9, 0.9, 1.0, 1.1, 1.2, 1.2], "parity (interval includes 1.0)"))
-  def test_verdict_from_the_interval(self, ratios, verdict):
-    interval = timing.ratio_interval([1.0] * 6, ratios)
-    self.assertEqual(interval.verdict, verdict)
-    self.assertEqual(interval.as_dict()["verdict"], verdict)
+  def test_a_chunk_of_the_trainer_is_seconds_a_step(self):
+    model_dir = os.path.join(self.get_temp_dir(), "run")
+    trainer = timing.build_trainer(tiny_model, 8, 4, 2, model_dir,
+                                   strategies.make_strategy("one_device"))
+    iterator = iter(trainer.strategy.experimental_distribute_dataset(
+        timing.materialised_batches(trainer, 2)))
+    seconds = timing.trainer_chunk(trainer, iterator, loops=2, steps_per_loop=2)
+    self.assertBetween(seconds, 1e-6, 10.0)
 
-  def test_printed_form(self):
-    self.assertEqual(str(timing.ratio_interval([1.0] * 3, [1.1, 1.2, 1.3])),
-                     "1.20x [1.10, 1.30]")
-
-  def test_identical_rounds_have_no_width(self):
-    interval = timing.ratio_interval([0.5] * 8, [0.6] * 8)
-    self.assertAllClose([interval.low, interval.high], [1.2, 1.2])
-
-  def test_unequal_rounds_are_refused(self):
-    with self.assertRaisesRegex(ValueError, "equally many rounds"):
-      timing.ratio_interval([1.0, 1.0], [1.0])
+  def test_the_report_states_the_rule_and_writes_json(self):
+    output = os.path.join(self.get_temp_dir(), "figures.json")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+      timing.end_report({"a": 1}, output)
+    self.assertIn(stats.TIMING_RULE, printed.getvalue())
+    with open(output) as f:
+      self.assertEqual(json.load(f), {"a": 1})
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ from unittest import mock
 from absl import flags
 from absl.testing import flagsaver
 from absl.testing import parameterized
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from benchmarks import stats
 from benchmarks import zoo_benchmark
 from recipes import strategies
 from tricks import grouped_conv
@@ -102,14 +104,16 @@ class ZooBenchmarkTest(tf.test.TestCase, parameterized.TestCase):
     ours = row["variants"]["fp32"]["seconds_a_step_each_round"]
     ratio = peers["ratios"]["timm"]
     self.assertEqual(ratio["rounds"], 2)
-    self.assertAllClose([ratio["smallest"], ratio["largest"]],
-                        sorted(0.05 / t for t in ours), atol=2e-3)
-    self.assertLessEqual(ratio["low"], ratio["ratio"])
-    self.assertLessEqual(ratio["ratio"], ratio["high"])
+    # The one timing rule (benchmarks/stats.py): the median of the per-round ratios;
+    # two rounds give no 95% interval, so no bounds and no verdict.
+    self.assertAllClose(ratio["ratio"], np.median([0.05 / t for t in ours]), atol=2e-3)
+    self.assertEqual((ratio["low"], ratio["high"]), (None, None))
+    self.assertEqual(ratio["verdict"], stats.TOO_FEW_ROUNDS)
     text = printed.getvalue()
-    self.assertIn(f"{ratio['ratio']:.2f}x [{ratio['low']:.2f}, {ratio['high']:.2f}]",
-                  text)
+    self.assertIn(f"{ratio['ratio']:.2f}x [no 95% interval from 2 rounds]", text)
     self.assertIn(ratio["verdict"], text)
+    self.assertIsNone(row["variants"]["fp32"]["noise"])  # nor a noise figure
+    self.assertIn(stats.TIMING_RULE, text)
     self.assertIn("timm_compile", text)
     self.assertIn("skipped: CppCompileError", text)
 
