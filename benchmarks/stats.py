@@ -232,15 +232,13 @@ def median_interval(values, confidence=CONFIDENCE):
 
 
 @dataclasses.dataclass(frozen=True)
-class RatioInterval:
+class RatioInterval(MedianInterval):
   """How many times faster "ours" is than a peer over paired rounds: the median of the
   per-round ratios theirs / ours and its distribution-free interval."""
-  ratio: float
-  low: float
-  high: float
-  coverage: float  # the interval's exact coverage (at least `confidence`)
-  confidence: float
-  rounds: int
+
+  @property
+  def ratio(self):
+    return self.median
 
   @property
   def verdict(self):
@@ -278,6 +276,4 @@ def ratio_interval(ours, theirs, confidence=CONFIDENCE):
                      f"{theirs.shape}")
   if np.any(ours <= 0) or np.any(theirs <= 0):
     raise ValueError("times must be positive")
-  median = median_interval(theirs / ours, confidence)
-  return RatioInterval(median.median, median.low, median.high, median.coverage,
-                       confidence, median.rounds)
+  return RatioInterval(**dataclasses.asdict(median_interval(theirs / ours, confidence)))
