@@ -286,10 +286,11 @@ def out_dir():
 def main(argv):
   del argv
   if not os.path.isfile(os.path.join(runs_lib.ROOT, FLAGS.gin_file)):
-    runs_lib.fail(f"--gin_file={FLAGS.gin_file} is not a file of the workspace; give a recipe such "
-         f"as {RECIPE}")
+    runs_lib.fail(f"--gin_file={FLAGS.gin_file} is not a file of the workspace; give a "
+                  f"recipe such as {RECIPE}")
   if not FLAGS.seeds or any(not re.fullmatch(r"\d+", s) for s in FLAGS.seeds):
-    runs_lib.fail(f"--seeds={','.join(FLAGS.seeds)}: give non-negative integers, e.g. --seeds=0,1,2")
+    runs_lib.fail(f"--seeds={','.join(FLAGS.seeds)}: give non-negative integers, e.g. "
+                  "--seeds=0,1,2")
   epochs = FLAGS.epochs or recipe_epochs(FLAGS.gin_file)
   known = methods(epochs, recipe_value(FLAGS.gin_file, "BATCH_SIZE") or 128)
   chosen, seeds = chosen_methods(known)

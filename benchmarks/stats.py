@@ -167,7 +167,7 @@ def order_statistic_rank(n, confidence=CONFIDENCE):
 class MedianInterval:
   """A figure over rounds (seconds a step, images a second): the median of the rounds
   and its distribution-free interval; `noise` is the interval's half-width over the
-  median (NaN where the rounds are too few for an interval)."""
+  median's size (NaN where the rounds are too few for an interval, or the median is 0)."""
   median: float
   low: float
   high: float
@@ -177,9 +177,9 @@ class MedianInterval:
 
   @property
   def noise(self):
-    if not self.coverage:
+    if not self.coverage or not self.median:
       return math.nan
-    return (self.high - self.low) / 2 / self.median
+    return (self.high - self.low) / 2 / abs(self.median)
 
   def format(self, scale=1.0, digits=1):
     """E.g. '26.4 [25.9, 27.1]' (the median and its 95% interval, times `scale`)."""
@@ -262,7 +262,6 @@ def _round_or_none(x, digits=4):
   if not math.isfinite(x):
     return None
   return x if digits is None else round(x, digits)
-
 
 
 def ratio_interval(ours, theirs, confidence=CONFIDENCE):

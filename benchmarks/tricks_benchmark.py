@@ -8,9 +8,9 @@ and momentum, in one process, once per configuration: the plain step, then with
 adaptive gradient clipping, a cyclical learning rate, Extended BN in place of fused
 BN, and recompute (every residual block), one step of each a round, alternated
 (benchmarks/rounds.py). Prints the median step time of each and its ratio to the
-plain step with their 95% intervals (benchmarks/stats.py), and for recompute the peak memory one training step
-allocates beyond the weights and optimizer state (the activations, mostly), with and
-without it. A benchmark, not a test: figures vary with the machine.
+plain step with their 95% intervals (benchmarks/stats.py), and for recompute the peak
+memory one training step allocates beyond the weights and optimizer state (the
+activations, mostly), with and without it. A benchmark, not a test: figures vary with the machine.
 """
 
 import functools
