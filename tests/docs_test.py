@@ -225,8 +225,20 @@ def split_label(label):
   return path, name or os.path.basename(path)
 
 
+_IMPORT = re.compile(r"^from ([\w.]+) import (\w+)(?: as (\w+))?$", re.M)
+_ADOPT = re.compile(r"\badopt_module_key_flags\((\w+)\)")
+
+
 def defined_flags(module):
-  return {m.group(2) for m in _DEFINE.finditer(read(module))} | ABSL_FLAGS
+  """The flags `module` defines, with those of the modules whose key flags it adopts
+  (`flags.adopt_module_key_flags(runs_lib)`: benchmarks/runs.py's shared flags)."""
+  text = read(module)
+  found = {m.group(2) for m in _DEFINE.finditer(text)} | ABSL_FLAGS
+  imported = {m.group(3) or m.group(2): f"{m.group(1).replace('.', '/')}/{m.group(2)}.py"
+              for m in _IMPORT.finditer(text)}
+  for m in _ADOPT.finditer(text):
+    found |= defined_flags(imported[m.group(1)])
+  return found
 
 
 # --- The checks -------------------------------------------------------------------
