@@ -14,6 +14,8 @@ order statistics, 6 rounds or more).
 
 import contextlib
 import functools
+import json
+import sys
 import time
 from unittest import mock
 
@@ -23,6 +25,7 @@ import tensorflow as tf
 import tf_keras
 
 from benchmarks import rounds as rounds_lib
+from benchmarks import runs
 from benchmarks import stats
 from tricks import grouped_conv
 from zoo import registry
@@ -41,6 +44,8 @@ flags.DEFINE_list("variants", list(VARIANTS), f"of {', '.join(VARIANTS)}")
 flags.DEFINE_integer("rounds", 6, "timed chunks of each variant (interleaved; 6 or more "
                      "for a 95% interval)")
 flags.DEFINE_integer("steps", None, "timed steps a chunk; default: each model's own")
+flags.DEFINE_string("output", None, "write the figures, every round's seconds, the "
+                    "command, date, machine and revision to this JSON file")
 FLAGS = flags.FLAGS
 
 
@@ -100,6 +105,20 @@ def bench(name, variants, rounds, steps):
       rounds)
 
 
+def figures(name, times, steps):
+  """The JSON of one model: each variant's rounds, median and interval (seconds a
+  step), and its speed-up over float32 with its interval."""
+  size, batch, _ = CASES[name]
+  base = times.get("float32")
+  return {"image_size": size, "batch_size": batch, "timed_steps_a_chunk": steps,
+          "variants": {v: {"seconds_a_step": stats.median_interval(ts).as_dict(),
+                           "seconds_each_round": [round(t, 6) for t in ts],
+                           "over_float32": (stats.ratio_interval(ours=ts, theirs=base)
+                                            .as_dict() if base and v != "float32"
+                                            else None)}
+                       for v, ts in times.items()}}
+
+
 def report(name, times):
   size, batch, _ = CASES[name]
   print(f"\n{name}, {size}px, batch {batch} (ms a step and speed-up over float32: "
@@ -123,9 +142,18 @@ def main(argv):
     raise app.UsageError("--rounds and --steps must be at least 1")
   print(f"TensorFlow {tf.__version__}; grouped kernel for bfloat16 now: "
         f"{grouped_conv.kernel_for(4, tf.bfloat16)}")
+  result = {"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+            "machine": runs.machine(), "revision": runs.revision(),
+            "tensorflow": tf.__version__, "rounds": FLAGS.rounds, "models": {}}
   for name in FLAGS.models:
     steps = FLAGS.steps or CASES[name][2]
-    report(name, bench(name, FLAGS.variants, FLAGS.rounds, steps))
+    times = bench(name, FLAGS.variants, FLAGS.rounds, steps)
+    report(name, times)
+    result["models"][name] = figures(name, times, steps)
+  if FLAGS.output:
+    with open(FLAGS.output, "w") as f:
+      json.dump(result, f, indent=1)
+    print(f"wrote {FLAGS.output}")
 
 
 if __name__ == "__main__":
