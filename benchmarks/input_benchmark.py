@@ -70,6 +70,7 @@ import tensorflow as tf
 
 from benchmarks import cpu_input
 from benchmarks import rounds as rounds_lib
+from benchmarks import runs
 from benchmarks import stats
 from recipes.data import augment
 from recipes.data import image_folder
@@ -388,7 +389,8 @@ def main(argv):
         f"on one accelerator at each row's rate a thread (default: {PUBLISHED}); "
         f"{stats.TIMING_RULE}. {os.cpu_count()} CPU cores here.")
   if FLAGS.output:
-    result = dict(data=data, batch_size=FLAGS.batch_size, batches=FLAGS.batches,
+    result = dict(**runs.provenance(), data=data, batch_size=FLAGS.batch_size,
+                  batches=FLAGS.batches,
                   rounds=FLAGS.rounds, cpu_count=os.cpu_count(),
                   accelerator_rate=FLAGS.accelerator_rate,
                   accelerator_source=PUBLISHED if FLAGS.accelerator_rate == 2470.0 else

@@ -15,7 +15,6 @@ order statistics, 6 rounds or more).
 import contextlib
 import functools
 import json
-import sys
 import time
 from unittest import mock
 
@@ -142,9 +141,8 @@ def main(argv):
     raise app.UsageError("--rounds and --steps must be at least 1")
   print(f"TensorFlow {tf.__version__}; grouped kernel for bfloat16 now: "
         f"{grouped_conv.kernel_for(4, tf.bfloat16)}")
-  result = {"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
-            "machine": runs.machine(), "revision": runs.revision(),
-            "tensorflow": tf.__version__, "rounds": FLAGS.rounds, "models": {}}
+  result = {**runs.provenance(), "tensorflow": tf.__version__, "rounds": FLAGS.rounds,
+            "models": {}}
   for name in FLAGS.models:
     steps = FLAGS.steps or CASES[name][2]
     times = bench(name, FLAGS.variants, FLAGS.rounds, steps)

@@ -203,6 +203,13 @@ def machine():
   return f"{model}, {os.cpu_count()} logical cores"
 
 
+def provenance():
+  """What every benchmark's JSON says of where its figures come from: the command, the
+  date, the machine and the code's revision."""
+  return {"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+          "machine": machine(), "revision": revision()}
+
+
 def revision():
   """The workspace's git commit (with '+changes' when the tree differs from it), or
   None outside a git checkout (a benchmark keeps it beside its figures)."""

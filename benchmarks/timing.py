@@ -10,6 +10,7 @@ import time
 import tensorflow as tf
 import tf_keras
 
+from benchmarks import runs
 from benchmarks import stats
 from recipes import build as build_lib
 from recipes import experiment
@@ -81,8 +82,9 @@ def release():
 
 
 def end_report(summary, output=None):
-  """The closing line on the timing rule; `summary` written to `output` as JSON."""
+  """The closing line on the timing rule; `summary` written to `output` as JSON, with
+  its command, date, machine and revision (runs.provenance)."""
   print(f"\n({stats.TIMING_RULE})")
   if output:
     with open(output, "w") as f:
-      json.dump(summary, f, indent=2)
+      json.dump({**runs.provenance(), **summary}, f, indent=2)

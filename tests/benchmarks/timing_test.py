@@ -44,7 +44,10 @@ class TimingTest(tf.test.TestCase):
       timing.end_report({"a": 1}, output)
     self.assertIn(stats.TIMING_RULE, printed.getvalue())
     with open(output) as f:
-      self.assertEqual(json.load(f), {"a": 1})
+      written = json.load(f)
+    self.assertEqual(written["a"], 1)
+    self.assertCountEqual(written, ["a", "command", "date", "machine", "revision"])
+    self.assertIn("logical cores", written["machine"])
 
 
 if __name__ == "__main__":
