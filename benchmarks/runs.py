@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -203,10 +204,23 @@ def machine():
   return f"{model}, {os.cpu_count()} logical cores"
 
 
+def command(argv=None):
+  """The command line as a user types it: under `bazel run`, the target
+  (`./bazelw run //benchmarks:nfnet_bf16 -- ...`, read from the runfiles path), else
+  the program and its arguments; each argument quoted for a shell."""
+  argv = sys.argv if argv is None else argv
+  args = " ".join(shlex.quote(a) for a in argv[1:])
+  target = re.search(r"/bin/(.+)/([^/]+)\.runfiles/", argv[0])
+  if target:
+    run = f"./bazelw run //{target.group(1)}:{target.group(2)}"
+    return f"{run} -- {args}" if args else run
+  return " ".join(shlex.quote(a) for a in argv)
+
+
 def provenance():
   """What every benchmark's JSON says of where its figures come from: the command, the
   date, the machine and the code's revision."""
-  return {"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+  return {"command": command(), "date": time.strftime("%Y-%m-%d"),
           "machine": machine(), "revision": revision()}
 
 

@@ -214,6 +214,51 @@ def pixel_centroid(results, methods=None):
   return "\n".join(lines)
 
 
+# --- Timing (benchmarks/stats.py's one rule) ----------------------------------------
+
+def _ms(figure):
+  """A MedianInterval's JSON of seconds as 'median [low, high]' in milliseconds."""
+  if figure["low"] is None:
+    return f"{figure['median'] * 1e3:.1f} [no 95% interval]"
+  return (f"{figure['median'] * 1e3:.1f} [{figure['low'] * 1e3:.1f}, "
+          f"{figure['high'] * 1e3:.1f}]")
+
+
+def nfnet_bf16(results):
+  """//benchmarks:nfnet_bf16's JSON: ms a step of each variant and its speed-up over
+  float32, each the median of the rounds with its 95% interval and verdict."""
+  lines = ["| model | input, batch | variant | ms a step [95%] | speed-up over float32 "
+           "[95%] | verdict |", "|---|---|---|---|---|---|"]
+  for name, model in results["models"].items():
+    for variant, figures in model["variants"].items():
+      ratio = figures["over_float32"]
+      lines.append(f"| {name} | {model['image_size']}px, {model['batch_size']} | "
+                   f"{variant} | {_ms(figures['seconds_a_step'])} | "
+                   f"{stats.ratio_text(ratio) if ratio else '-'} | "
+                   f"{ratio['verdict'] if ratio else '-'} |")
+  return "\n".join(lines)
+
+
+def trainer(results):
+  """//benchmarks:trainer's JSON: the trainer against plain `fit` at each size and at
+  each steps_per_loop of the host-overhead model: ms a step (medians) and the paired
+  ratio fit / trainer with its 95% interval and verdict (above 1.0: the trainer is
+  faster)."""
+  lines = ["| step | trainer ms | `fit` ms | fit / trainer [95%] | verdict | noise |",
+           "|---|---|---|---|---|---|"]
+  rows = [(f"{r['model']} {r['image_size']}px, batch {r['batch_size']}", r)
+          for r in results.get("sizes", {}).values()]
+  rows += [(f"host overhead, steps_per_loop {n}", r)
+           for n, r in results.get("host", {}).items()]
+  for label, row in rows:
+    ratio = row["fit_over_trainer_interval"]
+    lines.append(f"| {label} | {row['trainer_ms_per_step']:.3g} | "
+                 f"{row['fit_ms_per_step']:.3g} | {stats.ratio_text(ratio)} | "
+                 f"{ratio['verdict']} | {stats.noise_text([row['noise']])} |")
+  return "\n".join(lines)
+
+
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "transfer": transfer, "transfer_schedules": transfer_schedules,
-             "pixel_centroid": pixel_centroid}
+             "pixel_centroid": pixel_centroid, "nfnet_bf16": nfnet_bf16,
+             "trainer": trainer}

@@ -1,0 +1,34 @@
+"""benchmarks/runs.py's provenance: the command as a user types it (under `bazel run`,
+the target read from the runfiles path), the date, the machine and the revision."""
+
+import re
+
+from absl.testing import absltest
+
+from benchmarks import runs
+
+
+class ProvenanceTest(absltest.TestCase):
+
+  def test_the_command_as_typed(self):
+    binary = ("/root/.cache/bazel/_bazel_root/x/execroot/model_zoo/bazel-out/k8-fastbuild/"
+              "bin/benchmarks/nfnet_bf16.runfiles/model_zoo/benchmarks/"
+              "nfnet_bf16_benchmark.py")
+    self.assertEqual(runs.command([binary, "--output=/tmp/a b.json", "--rounds=6"]),
+                     "./bazelw run //benchmarks:nfnet_bf16 -- '--output=/tmp/a b.json' "
+                     "--rounds=6")
+    self.assertEqual(runs.command([binary]), "./bazelw run //benchmarks:nfnet_bf16")
+    self.assertEqual(runs.command(["benchmarks/x.py", "--name=a;b"]),
+                     "benchmarks/x.py '--name=a;b'")
+
+  def test_provenance_names_the_date_machine_and_revision(self):
+    found = runs.provenance()
+    self.assertCountEqual(found, ["command", "date", "machine", "revision"])
+    self.assertRegex(found["date"], r"^\d{4}-\d{2}-\d{2}$")
+    self.assertRegex(found["machine"], r", \d+ logical cores$")
+    self.assertTrue(found["revision"] is None or re.fullmatch(
+        r"[0-9a-f]{40}(\+changes)?", found["revision"]), found["revision"])
+
+
+if __name__ == "__main__":
+  absltest.main()
