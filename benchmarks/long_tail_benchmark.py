@@ -25,7 +25,6 @@ the chosen methods).
 """
 
 import datetime
-import json
 import os
 import re
 import shlex
@@ -317,10 +316,7 @@ def main(argv):
   results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
   text = tables.long_tail_caption(results) + "\n\n" + tables.long_tail(results)
   print(text)
-  with open(os.path.join(root, "long_tail.json"), "w") as f:
-    json.dump(results, f, indent=1)
-  with open(os.path.join(root, "long_tail.md"), "w") as f:
-    f.write(text + "\n")
+  runs_lib.write_results(root, "long_tail", results, text)
   plot(results, os.path.join(root, "long_tail.png"))
   plot_per_class(results, shown_methods(results, FLAGS.plot_methods),
                  os.path.join(root, "per_class.png"))

@@ -49,6 +49,15 @@ def define_flags(default_out_dir, what):
                        "holds another configuration's or another code's run.")
 
 
+def write_results(root, name, results, text):
+  """`results` to root/<name>.json (the raw record the tables are made from) and the
+  printed `text` to root/<name>.md."""
+  with open(os.path.join(root, f"{name}.json"), "w") as f:
+    json.dump(results, f, indent=1)
+  with open(os.path.join(root, f"{name}.md"), "w") as f:
+    f.write(text + "\n")
+
+
 def code_digest(root=ROOT):
   """SHA-256 over the path and bytes of every .py file under recipes/, zoo/ and tricks/
   and of the lock file: any change of code or locked packages changes it."""

@@ -38,7 +38,6 @@ transfer.png (test accuracy against k, one line an arm).
 
 import dataclasses
 import datetime
-import json
 import os
 import re
 import shlex
@@ -422,10 +421,7 @@ def write(results, root):
   text = (tables.transfer_caption(results) + "\n\n" + tables.transfer(results) + "\n\n"
           + tables.pixel_centroid(results))
   print(text)
-  with open(os.path.join(root, "transfer.json"), "w") as f:
-    json.dump(results, f, indent=1)
-  with open(os.path.join(root, "transfer.md"), "w") as f:
-    f.write(text + "\n")
+  runs_lib.write_results(root, "transfer", results, text)
   plot(results, os.path.join(root, "transfer.png"))
   print(f"Raw results, table and plot in {root} (transfer.json, transfer.md, transfer.png)")
 

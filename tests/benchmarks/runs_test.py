@@ -1,6 +1,8 @@
 """benchmarks/runs.py's provenance: the command as a user types it (under `bazel run`,
 the target read from the runfiles path), the date, the machine and the revision."""
 
+import json
+import os
 import re
 
 from absl.testing import absltest
@@ -28,6 +30,14 @@ class ProvenanceTest(absltest.TestCase):
     self.assertRegex(found["machine"], r", \d+ logical cores$")
     self.assertTrue(found["revision"] is None or re.fullmatch(
         r"[0-9a-f]{40}(\+changes)?", found["revision"]), found["revision"])
+
+  def test_results_are_written_as_json_and_markdown(self):
+    root = self.create_tempdir().full_path
+    runs.write_results(root, "transfer", {"a": [1, 2]}, "| a |")
+    with open(os.path.join(root, "transfer.json")) as f:
+      self.assertEqual(json.load(f), {"a": [1, 2]})
+    with open(os.path.join(root, "transfer.md")) as f:
+      self.assertEqual(f.read(), "| a |\n")
 
 
 if __name__ == "__main__":
