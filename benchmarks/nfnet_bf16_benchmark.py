@@ -118,15 +118,14 @@ def figures(name, times, steps):
                        for v, ts in times.items()}}
 
 
-def report(name, times):
-  size, batch, _ = CASES[name]
-  print(f"\n{name}, {size}px, batch {batch} (ms a step and speed-up over float32: "
-        f"{stats.TIMING_RULE})")
-  base = times.get("float32")
-  for variant, ts in times.items():
-    line = f"  {variant:20s} {stats.median_interval(ts).format(scale=1e3):>26} ms"
-    if base and variant != "float32":
-      line += f"  {str(stats.ratio_interval(ours=ts, theirs=base)):<26}"
+def report(name, model):
+  """Prints one model's figures (`figures`' JSON)."""
+  print(f"\n{name}, {model['image_size']}px, batch {model['batch_size']} (ms a step and "
+        f"speed-up over float32: {stats.TIMING_RULE})")
+  for variant, figure in model["variants"].items():
+    line = f"  {variant:20s} {stats.figure_text(figure['seconds_a_step'], 1e3):>26} ms"
+    if figure["over_float32"]:
+      line += f"  {stats.ratio_text(figure['over_float32']):<26}"
     print(f"{line}   {VARIANTS[variant]}")
 
 
@@ -145,9 +144,9 @@ def main(argv):
             "models": {}}
   for name in FLAGS.models:
     steps = FLAGS.steps or CASES[name][2]
-    times = bench(name, FLAGS.variants, FLAGS.rounds, steps)
-    report(name, times)
-    result["models"][name] = figures(name, times, steps)
+    result["models"][name] = figures(
+        name, bench(name, FLAGS.variants, FLAGS.rounds, steps), steps)
+    report(name, result["models"][name])
   if FLAGS.output:
     with open(FLAGS.output, "w") as f:
       json.dump(result, f, indent=1)

@@ -114,8 +114,8 @@ def main(argv):
                  for n, v in result.items()), key=lambda row: -row["ms_per_image"])
   print(f"\n{'op':<20}{'ms an image [95% interval]':>30}  (one thread, {FLAGS.images} images "
         f"of 224 x 224, magnitude {FLAGS.magnitude}, median of {FLAGS.rounds} rounds)")
-  for n, v in sorted(result.items(), key=lambda item: -statistics.median(item[1])):
-    print(f"{n:<20}{stats.median_interval(v).format(digits=2):>30}")
+  for row in rows:
+    print(f"{row['op']:<20}{stats.figure_text(row['interval'], digits=2):>30}")
   print(f"({stats.TIMING_RULE})")
   if FLAGS.output:
     with open(FLAGS.output, "w") as f:

@@ -183,16 +183,22 @@ class MedianInterval:
 
   def format(self, scale=1.0, digits=1):
     """E.g. '26.4 [25.9, 27.1]' (the median and its 95% interval, times `scale`)."""
-    if not self.coverage:
-      return f"{self.median * scale:.{digits}f} [no 95% interval from {self.rounds} rounds]"
-    return (f"{self.median * scale:.{digits}f} [{self.low * scale:.{digits}f}, "
-            f"{self.high * scale:.{digits}f}]")
+    return figure_text(self.as_dict(), scale, digits)
 
   def as_dict(self):
     return {"median": self.median, "low": _round_or_none(self.low, None),
             "high": _round_or_none(self.high, None), "coverage": round(self.coverage, 4),
             "confidence": self.confidence, "rounds": self.rounds,
             "noise": _round_or_none(self.noise, 4)}
+
+
+def figure_text(figure, scale=1.0, digits=1):
+  """A MedianInterval's JSON (`as_dict`) as every table prints it, times `scale`:
+  '26.4 [25.9, 27.1]'."""
+  median = f"{figure['median'] * scale:.{digits}f}"
+  if figure["low"] is None:
+    return f"{median} [no 95% interval from {figure['rounds']} rounds]"
+  return f"{median} [{figure['low'] * scale:.{digits}f}, {figure['high'] * scale:.{digits}f}]"
 
 
 def ratio_text(ratio):

@@ -216,14 +216,6 @@ def pixel_centroid(results, methods=None):
 
 # --- Timing (benchmarks/stats.py's one rule) ----------------------------------------
 
-def _ms(figure):
-  """A MedianInterval's JSON of seconds as 'median [low, high]' in milliseconds."""
-  if figure["low"] is None:
-    return f"{figure['median'] * 1e3:.1f} [no 95% interval]"
-  return (f"{figure['median'] * 1e3:.1f} [{figure['low'] * 1e3:.1f}, "
-          f"{figure['high'] * 1e3:.1f}]")
-
-
 def nfnet_bf16(results):
   """//benchmarks:nfnet_bf16's JSON: ms a step of each variant and its speed-up over
   float32, each the median of the rounds with its 95% interval and verdict."""
@@ -233,7 +225,7 @@ def nfnet_bf16(results):
     for variant, figures in model["variants"].items():
       ratio = figures["over_float32"]
       lines.append(f"| {name} | {model['image_size']}px, {model['batch_size']} | "
-                   f"{variant} | {_ms(figures['seconds_a_step'])} | "
+                   f"{variant} | {stats.figure_text(figures['seconds_a_step'], scale=1e3)} | "
                    f"{stats.ratio_text(ratio) if ratio else '-'} | "
                    f"{ratio['verdict'] if ratio else '-'} |")
   return "\n".join(lines)
