@@ -405,14 +405,27 @@ class InputPipeline:
   def _epoch_order(self, source, indices, epoch, seed, shuffle_seed):
     """The training examples `indices` in epoch `epoch`'s order: drawn by the sampler,
     or shuffled (from the cache when it holds them)."""
-    if self.sampler is not None and self.sampler.active(epoch):  # drawn, already in order
+    if self.sampler is not None and self.sampler.active(epoch):
       order = self.sampler.epoch_order(source.train_labels[indices], source.num_classes,
                                        epoch, seed)
-      return self._train_images(source, indices[order])
+      if not source.sequential:  # drawn, already in order
+        return self._train_images(source, indices[order])
+      return self._drawn_counts(source, indices[order], shuffle_seed)
     ds = self._base((source, "train", indices.astype(np.int64).tobytes()),
                     lambda: self._train_images(source, indices), len(indices),
                     self.train_resize or self.image_size)
     return ds.shuffle(min(len(indices), self.shuffle_buffer), seed=shuffle_seed,
+                      reshuffle_each_iteration=False)
+
+  def _drawn_counts(self, source, drawn, shuffle_seed):
+    """A sampled epoch of a source read in stored order (`Source.sequential`, TFDS):
+    each drawn example read once and repeated as often as it was drawn, then shuffled.
+    The drawn examples exactly, in the shuffle buffer's order, not the draw's."""
+    unique, counts = np.unique(drawn, return_counts=True)
+    ds = tf.data.Dataset.zip((self._train_images(source, unique),
+                              tf.data.Dataset.from_tensor_slices(counts)))
+    ds = ds.flat_map(lambda example, count: tf.data.Dataset.from_tensors(example).repeat(count))
+    return ds.shuffle(min(len(drawn), self.shuffle_buffer), seed=shuffle_seed,
                       reshuffle_each_iteration=False)
 
   def train_dataset(self, source, indices, epoch, seed, context=None):

@@ -32,6 +32,9 @@ class Source:
   `read_encoded(split, indices)`: for sources read from image files, the same examples
   as encoded bytes, so training can decode only a random crop's window
   (`augment.decode_and_crop`); None where the images are held decoded.
+  `sequential`: the source reads its stored examples in order and cannot seek (a TFDS
+  data set): `make_dataset` and `read_encoded` then take ascending, distinct
+  `indices` only, and a sampled epoch is read as `pipeline` says.
   `validation_labels`: the labels of the source's own validation split
   (`make_dataset('validation', indices)`, e.g. a list data set's val list), or None:
   the trainer then holds out `Task.validation_per_class` of the training split.
@@ -45,6 +48,7 @@ class Source:
   skipped_files: Sequence[str] = ()
   find_bad_files: Optional[FindBadFiles] = None
   read_encoded: Optional[ReadEncoded] = None
+  sequential: bool = False
   validation_labels: Optional[np.ndarray] = None
 
   @property
@@ -83,9 +87,15 @@ def by_class_count(configurable, name, num_classes, names):
 
 
 def select(dataset, indices, size):
-  """Keeps the examples of `dataset` (of `size` elements) whose position is in `indices`."""
+  """Keeps the examples of `dataset` (of `size` elements) whose position is in `indices`,
+  in stored order: a reader that cannot seek neither reorders nor repeats, so
+  `indices` must ascend without repeats (else ValueError, not a silent other set)."""
   if indices is None:
     return dataset
+  if np.any(np.diff(np.asarray(indices, dtype=np.int64)) <= 0):
+    raise ValueError("source.select reads examples in stored order: give ascending, "
+                     "distinct indices (a sequential source's sampled epoch is read by "
+                     "InputPipeline as drawn counts)")
   mask = np.zeros([size], dtype=bool)
   mask[np.asarray(indices, dtype=np.int64)] = True
   mask = tf.constant(mask)

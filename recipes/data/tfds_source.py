@@ -2,7 +2,11 @@
 
 Labels of the training split are read once with the images left encoded
 (`tfds.decode.SkipDecoding`), so a long-tailed subset is chosen without decoding a
-single image; the pipeline then decodes only the chosen examples, in parallel.
+single image; the pipeline then decodes only the chosen examples, in parallel, and
+takes their encoded bytes where it decodes a JPEG inside its crop (a random resized
+crop in training, the centred crop in evaluation: `augment.decode_and_crop`,
+`zoo.card.eval_preprocess_encoded`). TFDS reads records in stored order
+(`Source.sequential`).
 """
 
 import gin
@@ -59,11 +63,15 @@ def tfds_source(name=gin.REQUIRED, data_dir=None, train_split="train",
     image = tf.io.decode_image(image, channels=3, expand_animations=False)
     return tf.cast(image, tf.uint8), label
 
-  def make_dataset(split, indices=None):
+  def read_encoded(split, indices=None):
     size = len(train_labels) if split == "train" else len(test_labels)
-    return source_lib.select(encoded(split), indices, size).map(
+    return source_lib.select(encoded(split), indices, size)
+
+  def make_dataset(split, indices=None):
+    return read_encoded(split, indices).map(
         decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
   return source_lib.Source(
       name=name, class_names=list(label_feature.names),
-      train_labels=train_labels, test_labels=test_labels, make_dataset=make_dataset)
+      train_labels=train_labels, test_labels=test_labels, make_dataset=make_dataset,
+      read_encoded=read_encoded, sequential=True)

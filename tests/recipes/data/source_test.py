@@ -11,9 +11,15 @@ class SourceTest(tf.test.TestCase):
 
   def test_select_keeps_the_indexed_examples_in_order(self):
     dataset = tf.data.Dataset.range(10).map(lambda i: i * 10)
-    got = [int(x) for x in source_lib.select(dataset, [7, 2, 5], 10)]
+    got = [int(x) for x in source_lib.select(dataset, [2, 5, 7], 10)]
     self.assertEqual(got, [20, 50, 70])
     self.assertLen(list(source_lib.select(dataset, None, 10)), 10)
+
+  def test_select_refuses_an_order_or_repeats_it_cannot_give(self):
+    dataset = tf.data.Dataset.range(10)
+    for indices in ([7, 2, 5], [2, 2, 5]):  # it would yield [2, 5, 7] and [2, 5]
+      with self.assertRaisesRegex(ValueError, "ascending, distinct indices"):
+        source_lib.select(dataset, indices, 10)
 
   def test_balanced_holdout(self):
     labels = np.repeat(np.arange(3), [5, 6, 7])
