@@ -11,7 +11,8 @@ class folders, written once to `--data_dir` and reused. Read through the project
 `@image_folder` source, in the OS page cache (as a data set on a local disk after
 its first epoch).
 
-Pipelines, each at `--threads` CPU threads, batch `--batch_size`:
+Pipelines, each at `--threads` CPU threads, batch `--batch_size`, output
+`--image_size` (224; the peer's too, its eval resize to image_size / 0.875):
 - ours: `recipes.data.pipeline.InputPipeline` as the ImageNet-style recipes bind it:
   `train` (random resized crop to 224, area 0.08-1, its box drawn by torchvision's
   sampler, `random_resized_crop_sampler = 'torchvision'`, as the peer draws it; flip),
@@ -22,7 +23,9 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`:
   recipe), `eval` (centred 0.875 crop, resize to 224), `train_no_antialias` (`train`
   resizing the crop without antialiasing, as Model Garden does) and `train_bicubic`
   (plain bicubic, as DeepMind's NFNet input and the brock2021 recipe) (no torchvision
-  rows: PIL always antialiases); ImageNet mean / std; nothing cached (one epoch's cost); a
+  rows: PIL always antialiases), `train_dct_scaling` (`train` decoding a box at least
+  twice the output size on both sides scaled down in libjpeg's IDCT; set against
+  `train`: none such at 224 on these shapes, half the boxes at 128); ImageNet mean / std; nothing cached (one epoch's cost); a
   shuffle buffer of one batch (a small share of the data, as 10000 of ImageNet's
   1.28M: a buffer holding the whole folder would decode it all in the untimed first
   batch). `train_decode_whole` and `eval_decode_whole`: `train` and `eval` decoding
@@ -80,13 +83,17 @@ PUBLISHED = ("NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch), 1x A100 80GB
              "precision: 2470 img/s (PyTorch/Classification/ConvNets/resnet50v1.5/README.md,"
              " 'Training performance: NVIDIA DGX A100 (8x A100 80GB)')")
 PEERED = ("train", "train_randaugment", "train_kang", "eval")  # torchvision has these
-OURS = PEERED + ("train_model_garden", "train_no_antialias", "train_bicubic")
+OURS = PEERED + ("train_model_garden", "train_no_antialias", "train_bicubic",
+                 "train_dct_scaling")
 # Rows whose crops are not `train`'s boxes: no ratio to the decode-and-crop limit.
 OTHER_BOXES = ("eval", "train_model_garden")
 # `train` and `eval` as they were before their fused decodes: every JPEG decoded whole,
 # then cropped; each maps to its fused pipeline.
 WHOLE = {"train_decode_whole": "train", "eval_decode_whole": "eval"}
 WHOLE_OF = {fused: whole for whole, fused in WHOLE.items()}
+# Rows set against the row they change one thing of: {row: (its base, what differs)}.
+BASE_OF = {**{fused: (whole, "fused decode-and-crop") for fused, whole in WHOLE_OF.items()},
+           "train_dct_scaling": ("train", "DCT-scaled decode")}
 LIMITS = ("decode", "decode_and_crop", "decode_and_crop_resize")
 PEER = "torchvision"
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -98,6 +105,7 @@ flags.DEFINE_string("data_dir", os.path.join(tempfile.gettempdir(), "input_bench
 flags.DEFINE_integer("images", 2560, "JPEGs to generate")
 flags.DEFINE_integer("classes", 10, "class folders")
 flags.DEFINE_integer("batch_size", 128, "images a batch")
+flags.DEFINE_integer("image_size", 224, "output side of every pipeline, ours and the peer's")
 flags.DEFINE_integer("batches", 8, "timed batches a measurement")
 flags.DEFINE_integer("rounds", 6, "alternated rounds (6 or more for a 95% interval)")
 flags.DEFINE_list("threads", ["1", "2"], "CPU threads (tf.data) / workers (torchvision)")
@@ -151,22 +159,24 @@ def make_data(root, count, classes, seed=0):
 # -- ours and the limit -------------------------------------------------------------
 
 
-def settings(name, batch_size):
+def settings(name, batch_size, image_size=224):
   """The project's InputPipeline for pipeline `name`, as ImageNet-style recipes bind it
   (recipes/configs/augment/kang2020_imagenet.gin, RandAugment as the NFNet recipes);
   the crop's box drawn as torchvision draws it, but in `train_model_garden`."""
   base = pipeline.InputPipeline(
-      batch_size=batch_size, image_size=224, random_resized_crop=(0.08, 1.0),
+      batch_size=batch_size, image_size=image_size, random_resized_crop=(0.08, 1.0),
       random_resized_crop_ratio=(0.75, 1.3333333), random_flip=True, randaugment=(),
       random_resized_crop_sampler="torchvision",
-      mean=IMAGENET_MEAN, std=IMAGENET_STD, eval_image_size=224, eval_crop_fraction=0.875,
+      mean=IMAGENET_MEAN, std=IMAGENET_STD, eval_image_size=image_size,
+      eval_crop_fraction=0.875,
       eval_resize_method="bilinear", cache=False, shuffle_buffer=batch_size)
   extra = {"train_randaugment": dict(randaugment=(2, 9)),
            "train_model_garden": dict(random_resized_crop_sampler="model_garden"),
            "train_no_antialias": dict(random_resized_crop_antialias=False),
            "train_bicubic": dict(random_resized_crop_method="bicubic",
                                  random_resized_crop_antialias=False),
-           "train_kang": dict(color_jitter=(0.4, 0.4, 0.4))}.get(name, {})
+           "train_kang": dict(color_jitter=(0.4, 0.4, 0.4)),
+           "train_dct_scaling": dict(random_resized_crop_dct_scaling=True)}.get(name, {})
   return base.replace(**extra)
 
 
@@ -193,9 +203,9 @@ def limit_dataset(name, paths, crop_settings):
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def ours_dataset(name, folder, epoch, batch_size):
+def ours_dataset(name, folder, epoch, batch_size, image_size=224):
   """The project's pipeline `name` (OURS) over the whole folder, or a limit (LIMITS)."""
-  p = settings(WHOLE.get(name, name), batch_size)
+  p = settings(WHOLE.get(name, name), batch_size, image_size)
   if name in LIMITS:
     return limit_dataset(name, np.asarray(folder.paths), p)
   source = folder.source
@@ -236,10 +246,10 @@ class Peer:
   """torchvision's ImageFolder + DataLoader in a process of `python`
   (benchmarks/peer_torchvision.py): one measurement a request."""
 
-  def __init__(self, python, root, batch_size):
+  def __init__(self, python, root, batch_size, image_size=224):
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_torchvision.py")
     try:
-      self.process = subprocess.Popen([python, script, root, str(batch_size)],
+      self.process = subprocess.Popen([python, script, root, str(batch_size), str(image_size)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     except OSError as e:
       raise app.UsageError(f"--torch_python={python} does not run ({e}); name a Python "
@@ -265,7 +275,7 @@ class Peer:
 # -- the run --------------------------------------------------------------------------
 
 
-def measure(folder, peer, names, threads, rounds, batches, batch_size):
+def measure(folder, peer, names, threads, rounds, batches, batch_size, image_size=224):
   """{(pipeline, threads, "ours"|"limit"|"torchvision"): [img/s a round]}, the rounds
   alternated (benchmarks/rounds.py; each measurement's first batch is its warm-up)."""
   cases = [(n, t, "limit" if n in LIMITS else "ours") for n in names for t in threads]
@@ -281,8 +291,8 @@ def measure(folder, peer, names, threads, rounds, batches, batch_size):
       if kind == PEER:
         seconds = peer.seconds(name, n_threads, batches)
       else:
-        ds = cpu_input.threaded(ours_dataset(name, folder, len(done), batch_size),
-                                n_threads)
+        ds = cpu_input.threaded(
+            ours_dataset(name, folder, len(done), batch_size, image_size), n_threads)
         seconds = time_dataset(ds, images if kind == "limit" else batches)
       done.append(seconds)
       return images / seconds
@@ -308,10 +318,10 @@ def summary(rates, accelerator_rate):
     others = {"over_torchvision": (name, threads, PEER),
               "over_decode_and_crop": ("decode_and_crop", threads, "limit"),
               "over_decode": ("decode", threads, "limit"),
-              "over_decode_whole": (WHOLE_OF.get(name), threads, "ours")}
+              "over_base": (BASE_OF.get(name, (None,))[0], threads, "ours")}
     for key, peer_key in others.items():
       if kind == "ours" and peer_key in rates and (
-          key in ("over_torchvision", "over_decode_whole") or name not in OTHER_BOXES):
+          key in ("over_torchvision", "over_base") or name not in OTHER_BOXES):
         # Rates in, seconds an image to the rule: ours / theirs in images a second.
         row[key] = stats.ratio_interval(ours=[1 / v for v in values],
                                         theirs=[1 / v for v in rates[peer_key]]).as_dict()
@@ -332,11 +342,10 @@ def print_table(rows):
           f"{row['images_per_second']:>9.1f}{stats.noise_text([row['noise']]):>7}"
           f"{row['cores_to_feed_accelerator']:>10.1f}  {cells[0]:<24}{cells[1]:<22}")
   for row in rows:
-    if "over_decode_whole" in row:
-      ratio = row["over_decode_whole"]
-      print(f"fused decode-and-crop: {row['pipeline']} / {WHOLE_OF[row['pipeline']]} at "
-            f"{row['threads']} threads: "
-            f"{stats.ratio_text(ratio)}")
+    if "over_base" in row:
+      base, differs = BASE_OF[row["pipeline"]]
+      print(f"{differs}: {row['pipeline']} / {base} at {row['threads']} threads: "
+            f"{stats.ratio_text(row['over_base'])} {row['over_base']['verdict']}")
 
 
 def check_flags():
@@ -346,7 +355,7 @@ def check_flags():
     raise app.UsageError(f"--pipelines: {unknown[0]!r} is none of {', '.join(known)}")
   if not all(t.isdigit() and int(t) >= 1 for t in FLAGS.threads):
     raise app.UsageError(f"--threads={','.join(FLAGS.threads)}: use whole numbers >= 1")
-  for name in ("images", "classes", "batch_size", "batches", "rounds"):
+  for name in ("images", "classes", "batch_size", "batches", "rounds", "image_size"):
     if getattr(FLAGS, name) < 1:
       raise app.UsageError(f"--{name}={getattr(FLAGS, name)} must be >= 1")
   if FLAGS.images < (FLAGS.batches + 1) * FLAGS.batch_size or FLAGS.classes < 2:
@@ -370,8 +379,8 @@ def main(argv):
         f"{data['mean_megapixels']:.3f} megapixels (ImageNet-like 500 x 375, 1 in 4 portrait)")
   folder = Folder.read(FLAGS.data_dir)
   threads = [int(t) for t in FLAGS.threads]
-  peer = Peer(FLAGS.torch_python, FLAGS.data_dir, FLAGS.batch_size) if FLAGS.torch_python \
-      else None
+  peer = Peer(FLAGS.torch_python, FLAGS.data_dir, FLAGS.batch_size,
+              FLAGS.image_size) if FLAGS.torch_python else None
   if peer:
     print(f"peer: {peer.version}")
   else:
@@ -379,7 +388,7 @@ def main(argv):
           "torchvision's DataLoader)")
   try:
     rates = measure(folder, peer, FLAGS.pipelines, threads, FLAGS.rounds, FLAGS.batches,
-                    FLAGS.batch_size)
+                    FLAGS.batch_size, FLAGS.image_size)
   finally:
     if peer:
       peer.close()
@@ -390,6 +399,7 @@ def main(argv):
         f"{stats.TIMING_RULE}. {os.cpu_count()} CPU cores here.")
   if FLAGS.output:
     result = dict(**runs.provenance(), data=data, batch_size=FLAGS.batch_size,
+                  image_size=FLAGS.image_size,
                   batches=FLAGS.batches,
                   rounds=FLAGS.rounds, cpu_count=os.cpu_count(),
                   accelerator_rate=FLAGS.accelerator_rate,

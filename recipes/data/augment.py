@@ -22,6 +22,8 @@ from zoo import card as card_lib
 
 # The PIL port's CIFAR-10 policy at its own magnitudes (Ren et al.'s copy).
 PIL_POLICIES = {"cifar10_pil": autoaugment_pil.CIFAR10Policy}
+# The scalings libjpeg's IDCT can decode at (TensorFlow's JPEG decoders' `ratio`).
+DCT_RATIOS = (1, 2, 4, 8)
 
 
 def randaugment_op(randaugment):
@@ -79,9 +81,10 @@ def check(settings):
     raise ValueError("InputPipeline.random_resized_crop_method="
                      f"{settings.random_resized_crop_method!r}; use one of "
                      f"{', '.join(card_lib.RESIZE_METHODS)}")
-  if not isinstance(settings.random_resized_crop_antialias, bool):
-    raise ValueError("InputPipeline.random_resized_crop_antialias="
-                     f"{settings.random_resized_crop_antialias!r} must be True or False")
+  for name in ("random_resized_crop_antialias", "random_resized_crop_dct_scaling"):
+    if not isinstance(getattr(settings, name), bool):
+      raise ValueError(f"InputPipeline.{name}={getattr(settings, name)!r} must be True or "
+                       "False")
   jitter = tuple(settings.color_jitter)
   if jitter and (len(jitter) != 3 or min(jitter) < 0):
     raise ValueError(f"InputPipeline.color_jitter={jitter!r} must be () or (brightness, "
@@ -180,14 +183,41 @@ def crop_box(settings, shape, seed):
   return model_garden_box(settings, shape, seed)
 
 
+def dct_ratio_index(extent, size):
+  """Index into DCT_RATIOS of the largest scaling r that leaves a box of `extent`
+  ([height, width]) at least `size` on both sides (h // r and w // r >= size): 0, no
+  scaling, for a box under 2 * size on a side."""
+  short = tf.minimum(extent[0], extent[1])
+  return tf.reduce_sum(tf.cast(short // tf.constant(DCT_RATIOS[1:]) >= size, tf.int32))
+
+
+def decode_and_crop_scaled(encoded, begin, extent, size):
+  """The box (`begin`, `extent`) of a JPEG decoded at 1 / r of its size in libjpeg's
+  IDCT (r of DCT_RATIOS by `dct_ratio_index`): the window in the scaled image's pixels,
+  begin // r and extent // r (libjpeg's scaled image is ceil(side / r), so it fits); its
+  area is at most (r - 1) pixels of the original from the box's top left and under 2r
+  short of its extent. Where r > 1 the decode skips most of the IDCT's and colour
+  conversion's work, and the resize after it shrinks less."""
+
+  def at(r):
+    window = tf.stack([begin[0] // r, begin[1] // r, extent[0] // r, extent[1] // r])
+    return lambda: tf.image.decode_and_crop_jpeg(encoded, window, channels=3, ratio=r)
+
+  return tf.switch_case(dct_ratio_index(extent, size), [at(r) for r in DCT_RATIOS])
+
+
 def decode_and_crop(settings, encoded, seed):
   """The random resized crop's box of an encoded image, decoded alone: JPEGs through
   libjpeg-turbo's cropped decode (`decode_and_crop_jpeg`, the box drawn from the header's
   shape, as Model Garden's and the TPU ResNet's input do), other formats decoded whole
-  then sliced. The same pixels as `decode_image` then slicing the same box."""
+  then sliced. The same pixels as `decode_image` then slicing the same box; with
+  `random_resized_crop_dct_scaling`, a JPEG box of 2 * image_size or more on both sides
+  is decoded scaled down (`decode_and_crop_scaled`: other pixels, docs/input.md)."""
 
   def jpeg():
     begin, extent = crop_box(settings, tf.image.extract_jpeg_shape(encoded), seed)
+    if settings.random_resized_crop_dct_scaling:
+      return decode_and_crop_scaled(encoded, begin, extent, settings.image_size)
     window = tf.stack([begin[0], begin[1], extent[0], extent[1]])
     return tf.image.decode_and_crop_jpeg(encoded, window, channels=3)
 

@@ -115,6 +115,13 @@ class InputPipeline:
       RandomResizedCrop on PIL images); False: plain, as Model Garden's and big_vision's
       ImageNet inputs resize (bilinear) and DeepMind's NFNet input (bicubic): aliased
       when shrinking, and a faster crop (docs/input.md).
+    random_resized_crop_dct_scaling: decode a JPEG crop box at least twice
+      `image_size` on both sides at 1/2, 1/4 or 1/8 of its size in libjpeg's IDCT
+      (TensorFlow's `ratio`, PIL's draft mode), the largest that leaves it at least
+      `image_size`, before the resize (`augment.decode_and_crop_scaled`). Faster for
+      such boxes, other pixels (PSNR against the unscaled path: docs/input.md); such
+      boxes are rare at 224 on ImageNet's 500 x 375 images, common at lower training
+      resolutions. Off by default.
     color_jitter: () or (brightness, contrast, saturation): factors drawn from
       [1 - x, 1 + x], Model Garden's color_jitter (torchvision's ColorJitter without
       hue, in a fixed order where torchvision shuffles it).
@@ -180,6 +187,7 @@ class InputPipeline:
   random_resized_crop_sampler: str = "model_garden"
   random_resized_crop_method: str = "bilinear"
   random_resized_crop_antialias: bool = True
+  random_resized_crop_dct_scaling: bool = False
   color_jitter: Sequence[float] = ()
   randaugment: Optional[Sequence[int]] = None
   autoaugment: Optional[str] = None

@@ -36,20 +36,21 @@ class InputBenchmarkTest(tf.test.TestCase):
     root = os.path.join(self.get_temp_dir(), "run")
     output = os.path.join(self.get_temp_dir(), "input.json")
     with flagsaver.flagsaver(data_dir=root, images=12, classes=2, batch_size=4, batches=2,
-                             rounds=1, threads=["1"], output=output,
+                             rounds=1, threads=["1"], output=output, image_size=96,
                              pipelines=["train", "eval", "decode_and_crop",
                                         "train_decode_whole", "eval_decode_whole",
-                                        "train_model_garden"]):
+                                        "train_model_garden", "train_dct_scaling"]):
       input_benchmark.main([])
     with open(output) as f:
       result = json.load(f)
     self.assertIsNone(result["peer"])
+    self.assertEqual(result["image_size"], 96)
     self.assertIn("2470 img/s", result["accelerator_source"])
     rows = {(r["pipeline"], r["kind"]): r for r in result["rows"]}
     self.assertCountEqual(rows, [("train", "ours"), ("eval", "ours"),
                                  ("decode_and_crop", "limit"), ("train_decode_whole", "ours"),
                                  ("eval_decode_whole", "ours"),
-                                 ("train_model_garden", "ours")])
+                                 ("train_model_garden", "ours"), ("train_dct_scaling", "ours")])
     train = rows[("train", "ours")]
     self.assertGreater(train["images_per_second"], 0)
     self.assertLen(train["rounds"], 1)
@@ -59,7 +60,7 @@ class InputBenchmarkTest(tf.test.TestCase):
                         / rows[("decode_and_crop", "limit")]["images_per_second"], atol=1e-4)
     self.assertAllClose(train["cores_to_feed_accelerator"],
                         2470 / train["images_per_second"])
-    self.assertAllClose(train["over_decode_whole"]["ratio"], train["images_per_second"]
+    self.assertAllClose(train["over_base"]["ratio"], train["images_per_second"]
                         / rows[("train_decode_whole", "ours")]["images_per_second"],
                         atol=1e-4)  # JSON's ratios: 4 decimals
     self.assertNotIn("over_torchvision", train)
@@ -67,9 +68,23 @@ class InputBenchmarkTest(tf.test.TestCase):
     self.assertNotIn("over_decode_and_crop", rows[("train_model_garden", "ours")])
     self.assertGreater(rows[("train_model_garden", "ours")]["images_per_second"], 0)
     evaluation = rows[("eval", "ours")]
-    self.assertAllClose(evaluation["over_decode_whole"]["ratio"],
+    self.assertAllClose(evaluation["over_base"]["ratio"],
                         evaluation["images_per_second"]
                         / rows[("eval_decode_whole", "ours")]["images_per_second"], atol=1e-4)
+    scaled = rows[("train_dct_scaling", "ours")]
+    self.assertAllClose(scaled["over_base"]["ratio"],
+                        scaled["images_per_second"] / train["images_per_second"], atol=1e-4)
+
+  def test_every_pipeline_makes_batches_of_the_image_size(self):
+    root = os.path.join(self.get_temp_dir(), "sizes")
+    input_benchmark.make_data(root, 8, 2)
+    folder = input_benchmark.Folder.read(root)
+    for name in ("train", "eval", "train_dct_scaling", "train_decode_whole"):
+      images, _ = next(iter(input_benchmark.ours_dataset(name, folder, 0, 4, 80)))
+      self.assertEqual(images.shape, (4, 80, 80, 3))
+    self.assertTrue(input_benchmark.settings(
+        "train_dct_scaling", 4).random_resized_crop_dct_scaling)
+    self.assertFalse(input_benchmark.settings("train", 4).random_resized_crop_dct_scaling)
 
   def test_the_model_garden_row_stands_beside_train(self):
     self.assertEqual(input_benchmark.settings("train", 4).random_resized_crop_sampler,
@@ -108,7 +123,7 @@ class InputBenchmarkTest(tf.test.TestCase):
     root = os.path.join(self.get_temp_dir(), "peer")
     output = os.path.join(self.get_temp_dir(), "peer.json")
     with flagsaver.flagsaver(data_dir=root, images=12, classes=2, batch_size=4, batches=2,
-                             rounds=1, threads=["1"], output=output,
+                             rounds=1, threads=["1"], output=output, image_size=96,
                              torch_python=torch_python.interpreter(),
                              pipelines=list(input_benchmark.PEERED)):
       input_benchmark.main([])
