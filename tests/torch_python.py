@@ -2,10 +2,11 @@
 
 torch is not a project dependency (docs/input.md: PyPI's torch wheel is the CUDA build,
 5.5 GB installed with its nvidia-* wheels). The environment variable ZOO_TORCH_PYTHON
-names an interpreter that has both; under Bazel, `--config=torch` passes it to tests:
+names an interpreter that has both; .bazelrc passes it to tests under Bazel, and
+.ci/run installs one from third_party/py/requirements_torch_lock.txt:
 
     ZOO_TORCH_PYTHON=/path/to/torch-env/bin/python \
-        ./bazelw test --config=torch //tests/benchmarks:input_benchmark_test
+        ./bazelw test //tests/benchmarks:input_benchmark_test
 
 Unset, the tests that need it skip, saying so in one line; set to something that is
 not an executable, they fail (the run asked for them).
@@ -32,4 +33,4 @@ def skip_unless_available(test):
   """Skips `test` (a unittest.TestCase) in one line unless ZOO_TORCH_PYTHON is set."""
   if interpreter() is None:
     test.skipTest(f"{ENV} unset: no torch interpreter to run torchvision (set it; under "
-                  "Bazel add --config=torch)")
+                  "Bazel too: .bazelrc passes it on; .ci/run installs one)")

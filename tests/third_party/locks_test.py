@@ -15,6 +15,9 @@ _CPU_IN = os.path.join(_PY, "requirements.in")
 _GPU_IN = os.path.join(_PY, "requirements_gpu.in")
 _CPU_LOCK = os.path.join(_PY, "requirements_lock.txt")
 _GPU_LOCK = os.path.join(_PY, "requirements_gpu_lock.txt")
+# The torchvision peer's environment (.ci/run installs it; not a project dependency).
+_TORCH_IN = os.path.join(_PY, "requirements_torch.in")
+_TORCH_LOCK = os.path.join(_PY, "requirements_torch_lock.txt")
 
 # What TensorFlow's `and-cuda` extra must bring: the CUDA runtime and libraries, cuDNN,
 # NCCL, and ptxas (nvcc) for XLA.
@@ -174,6 +177,17 @@ class LocksTest(absltest.TestCase):
     self.assertEqual(cpu_specs, gpu_specs)
     self.assertEqual(cpu_extras | {"and-cuda"}, gpu_extras)
     self.assertNotIn("and-cuda", cpu_extras)
+
+  def test_the_torch_lock_pins_its_in_file_and_hashes_everything(self):
+    torch_lock = parse_lock(read(_TORCH_LOCK))
+    wanted = parse_in(_TORCH_IN)
+    self.assertEqual({"torch", "torchvision"}, set(wanted))
+    for name, (_, specs) in wanted.items():
+      (spec,) = specs
+      self.assertEqual(spec, "==" + torch_lock[name][0], name)
+    self.assertEqual([], sorted(n for n, (_, hashes) in torch_lock.items() if not hashes))
+    self.assertGreater(len(torch_lock), 20)  # torch's CUDA wheels, triton, sympy, ...
+    self.assertIn("pillow", torch_lock)  # torchvision's decoder, pinned with it
 
   def test_gpu_in_is_constrained_to_the_cpu_lock(self):
     lines = [line.split() for line in read(_GPU_IN).splitlines()]
