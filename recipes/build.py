@@ -359,10 +359,11 @@ def layer_decay_rates(model, optimization):
   return dict(layer_rates=rates, notes=[note])
 
 
-def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batch_size,
+def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, pipeline,
                class_counts=None):
   """The training step: loss, gradient transforms, L2 on the decayed variables, SAM
-  (built with the class counts), weight constraints (built on the model)."""
+  (built with the class counts), weight constraints (built on the model), on
+  `pipeline`'s global batches as its `device_inputs` hands them to the model."""
   for transform in optimization.gradient_transforms:
     if isinstance(transform, hooks.BuiltOnModel):
       transform.build(model)
@@ -386,9 +387,11 @@ def build_step(strategy, optimization, runtime, model, optimizing, loss_fn, batc
              if not any(p in v.name for p in optimization.weight_decay_exclude)]
   return train_step.TrainStep(train_step.StepParts(
       strategy=strategy, model=model, optimizer=optimizing.optimizer, loss_fn=loss_fn,
-      global_batch=batch_size, gradient_transforms=list(optimization.gradient_transforms),
+      global_batch=pipeline.batch_size,
+      gradient_transforms=list(optimization.gradient_transforms),
       l2=optimization.l2, l2_variables=decayed, layer_learning_rates=optimizing.layer_rates,
-      jit_compile=runtime.jit_compile, sam=sam, weight_constraints=constraints))
+      jit_compile=runtime.jit_compile, sam=sam, weight_constraints=constraints,
+      device_inputs=pipeline.device_inputs))
 
 
 def check_settings(task, optimization, runtime):
@@ -420,7 +423,7 @@ def build(model_dir, strategy, task, optimization, runtime):
     optimizing = build_optimizer(optimization, runtime, model, length, plan.learning_rate)
     loss_fn = construct("Task.loss", task.loss, class_counts=data.counts)
   step = build_step(strategy, optimization, runtime, model, optimizing, loss_fn,
-                    pipeline.batch_size, data.counts)
+                    pipeline, data.counts)
   notes = ([plan.rule_note] if plan.rule_note else []) + optimizing.notes
   if isinstance(strategy, tf.distribute.TPUStrategy):
     notes += tpu_checks(strategy, runtime, pipeline, data)
@@ -430,7 +433,8 @@ def build(model_dir, strategy, task, optimization, runtime):
       model_dir=model_dir, strategy=strategy, task=task, optimization=optimization,
       runtime=runtime, data=data, pipeline=pipeline, model=model,
       optimizer=optimizing.optimizer, schedule=optimizing.schedule, step=step,
-      evaluator=train_step.EvalStep(strategy, model), length=length, derived=derived,
+      evaluator=train_step.EvalStep(strategy, model, device_inputs=pipeline.device_inputs),
+      length=length, derived=derived,
       notes=notes, config_text=config_text, rule_note=plan.rule_note)
 
 

@@ -62,6 +62,9 @@ class StepParts:
   sam: Optional[Any] = None  # tricks.sam.SAM / ImbSAM, built with the class counts
   # `.variable`, `.project(value)`, `.every` ("step" or "epoch"), e.g. tricks.MaxNorm
   weight_constraints: Sequence[Any] = ()
+  # A batch's images as the model takes them, on the replica's device (the pipeline's
+  # `device_inputs`: normalising uint8 batches); None: as they come.
+  device_inputs: Optional[Callable] = None
 
 
 class TrainStep:
@@ -170,6 +173,8 @@ class TrainStep:
 
   def _replica_step(self, images, labels):
     p = self.parts
+    if p.device_inputs is not None:
+      images = p.device_inputs(images)
     if p.sam is None:
       (grads,), per_example, logits = self._forward_backward_fn(images, labels)
       grads = tf.distribute.get_replica_context().all_reduce(
@@ -247,16 +252,18 @@ class TrainStep:
 class EvalStep:
   """Predictions of a padded evaluation dataset, gathered from every replica."""
 
-  def __init__(self, strategy, model, output=None):
+  def __init__(self, strategy, model, output=None, device_inputs=None):
     """`output(model outputs)`: what `predict` returns of each example (default: the
-    predicted class, the argmax of the logits)."""
+    predicted class, the argmax of the logits); `device_inputs(images)`: the images as
+    the model takes them, on the device (StepParts.device_inputs)."""
     self.strategy = strategy
     self.model = model
+    self.device_inputs = device_inputs or (lambda images: images)
     self.output = output or (lambda logits: tf.argmax(logits, axis=-1, output_type=tf.int32))
     self._step = tf.function(self._distributed_step)
 
   def _replica_step(self, images, labels):
-    return self.output(self.model(images, training=False)), labels
+    return self.output(self.model(self.device_inputs(images), training=False)), labels
 
   def _distributed_step(self, batch):
     predictions, labels = self.strategy.run(self._replica_step, args=batch)

@@ -112,21 +112,26 @@ def centre_crop_box(shape, crop):
 
 def eval_preprocess_encoded(encoded, size, crop=1.0, mean=IMAGENET_MEAN,
                             std=IMAGENET_STD, method="bilinear"):
-  """`eval_preprocess` of one encoded image (JPEG, PNG, GIF, BMP bytes). A JPEG is
-  decoded only inside its centred crop (libjpeg-turbo's cropped decode, the box from
-  the header's shape): the same pixels as decoding it whole, but the box's first and
-  last columns of 4:2:0-subsampled JPEGs, whose chroma is upsampled from the box's edge
-  (a few levels)."""
+  """`eval_preprocess` of one encoded image (JPEG, PNG, GIF, BMP bytes): the pixels of
+  `eval_crop_resize_encoded`, normalised (`normalize_pixels`)."""
+  return normalize_pixels(eval_crop_resize_encoded(encoded, size, crop, method), mean, std)
+
+
+def eval_crop_resize_encoded(encoded, size, crop=1.0, method="bilinear"):
+  """`eval_crop_resize` of one encoded image. A JPEG is decoded only inside its centred
+  crop (libjpeg-turbo's cropped decode, the box from the header's shape): the same
+  pixels as decoding it whole, but the box's first and last columns of 4:2:0-subsampled
+  JPEGs, whose chroma is upsampled from the box's edge (a few levels)."""
 
   def jpeg():
     top, left, side = centre_crop_box(tf.image.extract_jpeg_shape(encoded), crop)
     image = tf.image.decode_and_crop_jpeg(encoded, tf.stack([top, left, side, side]),
                                           channels=3)
-    return eval_preprocess(image, size, 1.0, mean, std, method)
+    return eval_crop_resize(image, size, 1.0, method)
 
   def other():
     image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
-    return eval_preprocess(image, size, crop, mean, std, method)
+    return eval_crop_resize(image, size, crop, method)
 
   if crop == 1:
     return other()
@@ -135,15 +140,17 @@ def eval_preprocess_encoded(encoded, size, crop=1.0, mean=IMAGENET_MEAN,
 
 def eval_preprocess(image, size, crop=1.0, mean=IMAGENET_MEAN, std=IMAGENET_STD,
                     method="bilinear"):
-  """One H x W x 3 image (uint8, or float in [0, 255]) to float32 size x size x C.
+  """One H x W x 3 image (uint8, or float in [0, 255]) to float32 size x size x C:
+  `eval_crop_resize`, then `normalize_pixels`. Works on symbolic shapes (tf.data,
+  tf.function)."""
+  return normalize_pixels(eval_crop_resize(image, size, crop, method), mean, std)
 
-  A centred square of side int(crop * min(H, W)), offsets ((H - side) + 1) // 2 and
+
+def eval_crop_resize(image, size, crop=1.0, method="bilinear"):
+  """A centred square of side int(crop * min(H, W)), offsets ((H - side) + 1) // 2 and
   ((W - side) + 1) // 2 as DeepMind's `_decode_and_center_crop` (skipped when crop is
   1), resized to `size` ("bilinear": antialiased; "bicubic": DeepMind's plain
-  bicubic), its luma taken when `mean` and `std` have one value (C = 1, a grey
-  model's input; else C = 3), then (x / 255 - mean) / std. Works on symbolic shapes
-  (tf.data, tf.function).
-  """
+  bicubic): float32 RGB pixels on the [0, 255] scale (bicubic may overshoot it)."""
   if not 0 < crop <= 1:
     raise ValueError(f"eval_preprocess crop={crop!r}: use a fraction in (0, 1]")
   if method not in RESIZE_METHODS:
@@ -155,6 +162,12 @@ def eval_preprocess(image, size, crop=1.0, mean=IMAGENET_MEAN, std=IMAGENET_STD,
     image = tf.image.resize(image, [size, size], antialias=True)
   else:
     image = tf.image.resize(image, [size, size], method=tf.image.ResizeMethod.BICUBIC)
+  return tf.cast(image, tf.float32)
+
+
+def normalize_pixels(image, mean, std):
+  """Pixels on the [0, 255] scale [..., 3] to (x / 255 - mean) / std, of their luma
+  (`to_grey`: [..., 1], a grey model's input) when `mean` and `std` have one value."""
   mean = tf.convert_to_tensor(mean, tf.float32)
   std = tf.convert_to_tensor(std, tf.float32)
   image = tf.cast(image, tf.float32)

@@ -138,6 +138,12 @@ class InputPipeline:
     cutout: side in pixels of one square hole of zeros at a uniformly drawn centre,
       clipped at the border, after the other augmentations (DeVries & Taylor 2017,
       Cutout(n_holes=1, length=16)); 0 for none. Even sides only.
+    uint8_batches: hand the model uint8 batches (each augmented image rounded, as
+      torchvision's PIL pipeline and DALI hand them) and normalise them as the train
+      and eval steps' first op, on the accelerator (`device_inputs`): a quarter of a
+      float32 batch's bytes to the device. The model then sees the rounded pixels;
+      the device's normalisation equals the host's of the same batch. Not with MixUp,
+      CutMix or Remix (their blends are not whole pixels).
     mean, std: per-channel normalisation of [0, 1] pixels; None: the card's. One value
       each feeds the model one channel, the images' luma: a grey model
       (`zoo.build.input_channels = 1`) gets the RGB statistics (the card's or these)
@@ -193,6 +199,7 @@ class InputPipeline:
   autoaugment: Optional[str] = None
   autoaugment_translate: float = 250.0
   cutout: int = 0
+  uint8_batches: bool = False
   mean: Optional[Sequence[float]] = None
   std: Optional[Sequence[float]] = None
   shuffle_buffer: int = 10000
@@ -219,6 +226,9 @@ class InputPipeline:
     if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
       raise ValueError(f"InputPipeline.mixup_alpha={self.mixup_alpha} and cutmix_alpha="
                        f"{self.cutmix_alpha} must be >= 0 (0 switches one off)")
+    if self.uint8_batches and self.mixes:
+      raise ValueError("InputPipeline.uint8_batches hands whole pixels, which MixUp, CutMix "
+                       "and Remix blend: turn uint8_batches or the mixing off")
     if self.remix is not None and (self.mixup_alpha or self.cutmix_alpha):
       raise ValueError("InputPipeline.remix mixes the batch itself: set mixup_alpha and "
                        "cutmix_alpha to 0 (Remix's alpha is Remix.alpha)")
@@ -293,6 +303,9 @@ class InputPipeline:
     if not 0 < self.eval_crop_fraction <= 1:
       raise ValueError(f"InputPipeline.eval_crop_fraction={self.eval_crop_fraction} must be "
                        "in (0, 1]")
+    if not isinstance(self.uint8_batches, bool):
+      raise ValueError(f"InputPipeline.uint8_batches={self.uint8_batches!r} must be True or "
+                       "False")
     if not self.echo_factor >= 1:
       raise ValueError(f"InputPipeline.echo_factor={self.echo_factor} must be >= 1")
     if self.eval_resize_method not in card_lib.RESIZE_METHODS:
@@ -335,6 +348,22 @@ class InputPipeline:
     if len(mean) == 1:
       images = card_lib.to_grey(images)
     return images * scale + tf.constant(-mean / std, tf.float32)
+
+  def device_inputs(self, images):
+    """A batch as the model takes it, in the train and eval steps: uint8 batches
+    (`uint8_batches`) normalised there, on the accelerator, by the host's function;
+    float batches, normalised on the host, as they are."""
+    if images.dtype != tf.uint8:
+      return images
+    return self._normalize(images)
+
+  def _host_batch(self, images):
+    """What leaves the host: normalised float32, or uint8 pixels (`uint8_batches`)."""
+    return images if self.uint8_batches else self._normalize(images)
+
+  @staticmethod
+  def _whole_pixels(image):
+    return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
 
   def _resize(self, image):
     """The deterministic first step of training preprocessing (cached); the image as it
@@ -460,7 +489,8 @@ class InputPipeline:
     def prepare(position, example):
       image, label = example
       key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
-      return self._augment(image, key), label
+      image = self._augment(image, key)
+      return (self._whole_pixels(image) if self.uint8_batches else image), label
 
     early = not share.whole and not echoing and not self.mixes
     ds = ds.enumerate()
@@ -471,7 +501,7 @@ class InputPipeline:
     if echoing and self.echo_placement == "after_augmentation":
       ds = echo_examples(ds)
     ds = ds.batch(share.per_replica if early else self.batch_size, drop_remainder=True)
-    ds = ds.map(lambda images, label: (self._normalize(images), label),
+    ds = ds.map(lambda images, label: (self._host_batch(images), label),
                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if self.remix is not None:
       counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
@@ -491,11 +521,18 @@ class InputPipeline:
 
   def eval_image(self, image):
     """The evaluation preprocessing: centred square crop, resize, normalise (the same
-    function the exported SavedModel serves with)."""
+    function the exported SavedModel serves with); with `uint8_batches`, the crop's
+    resized pixels rounded, normalised later by `device_inputs`."""
     if self.unresolved():
       return self._ready().eval_image(image)
-    return card_lib.eval_preprocess(image, self.eval_image_size, self.eval_crop_fraction,
-                                    self.mean, self.std, self.eval_resize_method)
+    pixels = card_lib.eval_crop_resize(image, self.eval_image_size, self.eval_crop_fraction,
+                                       self.eval_resize_method)
+    return self._eval_output(pixels)
+
+  def _eval_output(self, pixels):
+    if self.uint8_batches:
+      return self._whole_pixels(pixels)
+    return card_lib.normalize_pixels(pixels, self.mean, self.std)
 
   def eval_dataset(self, source, split="test", indices=None, context=None):
     """A split (or the examples `indices` of it), evaluation-preprocessed and padded
@@ -513,9 +550,8 @@ class InputPipeline:
       chosen = None if indices is None else np.asarray(indices)
       if source.read_encoded is not None:  # image files: a JPEG decoded inside its crop
         return source.read_encoded(split, chosen).map(
-            lambda encoded, label: (card_lib.eval_preprocess_encoded(
-                encoded, size, self.eval_crop_fraction, self.mean, self.std,
-                self.eval_resize_method), label),
+            lambda encoded, label: (self._eval_output(card_lib.eval_crop_resize_encoded(
+                encoded, size, self.eval_crop_fraction, self.eval_resize_method)), label),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
       return source.make_dataset(split, chosen).map(
           lambda image, label: (self.eval_image(image), label),
@@ -525,8 +561,9 @@ class InputPipeline:
            np.asarray(indices, np.int64).tobytes())
     ds = self._base(key, preprocessed, n, size)
     if pad:
+      shape = [size, size, 3 if self.uint8_batches else len(self.mean)]
       filler = tf.data.Dataset.from_tensors(
-          (tf.zeros([size, size, len(self.mean)], tf.float32),
+          (tf.zeros(shape, tf.uint8 if self.uint8_batches else tf.float32),
            tf.constant(PAD_LABEL, tf.int32)))
       ds = ds.concatenate(filler.repeat(pad))
     if not share.whole:

@@ -94,7 +94,8 @@ def _features(trainer, split):
   and gathering)."""
   features_of = decoupled_zoo.feature_model(trainer.built.model)
   evaluator = train_step.EvalStep(trainer.built.strategy, features_of,
-                                  output=lambda features: tf.cast(features, tf.float32))
+                                  output=lambda features: tf.cast(features, tf.float32),
+                                  device_inputs=trainer.built.pipeline.device_inputs)
   labels, features = trainer.predict(split, evaluator)
   return features.astype(np.float64), labels
 
@@ -176,7 +177,8 @@ def posthoc_adjusted_classifier(model_dir, strategy, tau=None, grid=posthoc.DEFA
     if tau is None:
       _needs_validation(trainer, "posthoc_adjusted_classifier")
       evaluator = train_step.EvalStep(trainer.built.strategy, trainer.built.model,
-                                      output=lambda logits: tf.cast(logits, tf.float32))
+                                      output=lambda logits: tf.cast(logits, tf.float32),
+                                      device_inputs=trainer.built.pipeline.device_inputs)
       labels, logits = trainer.predict("validation", evaluator)
       scores = {float(u): posthoc.balanced_accuracy(
           posthoc.adjust(logits, counts, u).argmax(-1), labels) for u in grid}

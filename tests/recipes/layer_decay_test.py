@@ -73,7 +73,8 @@ class LayerDecayTest(tf.test.TestCase):
         loss, model.trainable_variables))))
 
     step = build.build_step(strategy, optimization, runtime, model, made,
-                            losses.cross_entropy(np.ones(10)), 8)
+                            losses.cross_entropy(np.ones(10)),
+                            pipeline.InputPipeline(batch_size=8))
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
     step.loop(iter(strategy.experimental_distribute_dataset(dataset)), 1)
     for v in model.trainable_variables:
