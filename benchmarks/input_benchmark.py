@@ -25,7 +25,9 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`, output
   (plain bicubic, as DeepMind's NFNet input and the brock2021 recipe) (no torchvision
   rows: PIL always antialiases), `train_dct_scaling` (`train` decoding a box at least
   twice the output size on both sides scaled down in libjpeg's IDCT; set against
-  `train`: none such at 224 on these shapes, half the boxes at 128); ImageNet mean / std; nothing cached (one epoch's cost); a
+  `train`: none such at 224 on these shapes, half the boxes at 128), `train_uint8`
+  (`train` handing uint8 batches, normalised later on the device: set against
+  `train`, the host's share alone); ImageNet mean / std; nothing cached (one epoch's cost); a
   shuffle buffer of one batch (a small share of the data, as 10000 of ImageNet's
   1.28M: a buffer holding the whole folder would decode it all in the untimed first
   batch). `train_decode_whole` and `eval_decode_whole`: `train` and `eval` decoding
@@ -84,7 +86,7 @@ PUBLISHED = ("NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch), 1x A100 80GB
              " 'Training performance: NVIDIA DGX A100 (8x A100 80GB)')")
 PEERED = ("train", "train_randaugment", "train_kang", "eval")  # torchvision has these
 OURS = PEERED + ("train_model_garden", "train_no_antialias", "train_bicubic",
-                 "train_dct_scaling")
+                 "train_dct_scaling", "train_uint8")
 # Rows whose crops are not `train`'s boxes: no ratio to the decode-and-crop limit.
 OTHER_BOXES = ("eval", "train_model_garden")
 # `train` and `eval` as they were before their fused decodes: every JPEG decoded whole,
@@ -93,9 +95,18 @@ WHOLE = {"train_decode_whole": "train", "eval_decode_whole": "eval"}
 WHOLE_OF = {fused: whole for whole, fused in WHOLE.items()}
 # Rows set against the row they change one thing of: {row: (its base, what differs)}.
 BASE_OF = {**{fused: (whole, "fused decode-and-crop") for fused, whole in WHOLE_OF.items()},
-           "train_dct_scaling": ("train", "DCT-scaled decode")}
+           "train_dct_scaling": ("train", "DCT-scaled decode"),
+           "train_uint8": ("train", "uint8 batches")}
 LIMITS = ("decode", "decode_and_crop", "decode_and_crop_resize")
 PEER = "torchvision"
+# The peers: {kind: (its script, the flag naming its Python, what that Python needs,
+# the pipelines it has)}. torchvision_simd: the same DataLoader on Pillow-SIMD.
+PEERS = {
+    PEER: ("peer_torchvision.py", "torch_python", "torch and torchvision", PEERED),
+    "torchvision_simd": ("peer_torchvision.py", "simd_python",
+                         "torch, torchvision and Pillow-SIMD", PEERED),
+    "dali": ("peer_dali.py", "dali_python", "NVIDIA DALI", ("train", "eval")),
+}
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 MARKER = "input_benchmark.json"  # what a data directory holds
 
@@ -113,6 +124,10 @@ flags.DEFINE_list("pipelines", list(OURS + tuple(WHOLE) + LIMITS),
                   f"of {', '.join(OURS + tuple(WHOLE) + LIMITS)}")
 flags.DEFINE_string("torch_python", None, "a Python with torch and torchvision: adds "
                     "torchvision's ImageFolder + DataLoader (benchmarks/peer_torchvision.py)")
+flags.DEFINE_string("simd_python", None, "a Python with torch, torchvision and Pillow-SIMD "
+                    "(pillow-simd in place of pillow): adds the DataLoader on it")
+flags.DEFINE_string("dali_python", None, "a Python with NVIDIA DALI (nvidia-dali-cuda120 "
+                    "from PyPI): adds DALI's CPU pipeline (benchmarks/peer_dali.py)")
 flags.DEFINE_float("accelerator_rate", 2470.0, "ResNet-50 training img/s of one "
                    "accelerator, to count the cores that feed it (default: " + PUBLISHED + ")")
 flags.DEFINE_string("output", None, "write the figures as JSON here")
@@ -176,7 +191,8 @@ def settings(name, batch_size, image_size=224):
            "train_bicubic": dict(random_resized_crop_method="bicubic",
                                  random_resized_crop_antialias=False),
            "train_kang": dict(color_jitter=(0.4, 0.4, 0.4)),
-           "train_dct_scaling": dict(random_resized_crop_dct_scaling=True)}.get(name, {})
+           "train_dct_scaling": dict(random_resized_crop_dct_scaling=True),
+           "train_uint8": dict(uint8_batches=True)}.get(name, {})
   return base.replace(**extra)
 
 
@@ -243,23 +259,23 @@ class Folder:
 
 
 class Peer:
-  """torchvision's ImageFolder + DataLoader in a process of `python`
-  (benchmarks/peer_torchvision.py): one measurement a request."""
+  """A peer (PEERS: torchvision's ImageFolder + DataLoader, on Pillow or Pillow-SIMD, or
+  DALI's CPU pipeline) in a process of `python`: one measurement a request."""
 
-  def __init__(self, python, root, batch_size, image_size=224):
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_torchvision.py")
+  def __init__(self, python, root, batch_size, image_size=224, kind=PEER):
+    script, flag, needs, _ = PEERS[kind]
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), script)
     try:
       self.process = subprocess.Popen([python, script, root, str(batch_size), str(image_size)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     except OSError as e:
-      raise app.UsageError(f"--torch_python={python} does not run ({e}); name a Python "
-                           "with torch and torchvision, or leave the flag out") from None
+      raise app.UsageError(f"--{flag}={python} does not run ({e}); name a Python "
+                           f"with {needs}, or leave the flag out") from None
     self.version = self.process.stdout.readline().strip()
     if not self.version.startswith("ready"):
       self.close()
-      raise app.UsageError(f"--torch_python={python} cannot run the torchvision peer: "
-                           "does it import torch and torchvision? (leave the flag out to "
-                           "measure ours only)")
+      raise app.UsageError(f"--{flag}={python} cannot run the {kind} peer: does it import "
+                           f"{needs}? (leave the flag out to measure without it)")
 
   def seconds(self, name, workers, batches):
     self.process.stdin.write(f"{name} {workers} {batches}\n")
@@ -275,12 +291,13 @@ class Peer:
 # -- the run --------------------------------------------------------------------------
 
 
-def measure(folder, peer, names, threads, rounds, batches, batch_size, image_size=224):
-  """{(pipeline, threads, "ours"|"limit"|"torchvision"): [img/s a round]}, the rounds
-  alternated (benchmarks/rounds.py; each measurement's first batch is its warm-up)."""
+def measure(folder, peers, names, threads, rounds, batches, batch_size, image_size=224):
+  """{(pipeline, threads, "ours"|"limit"|a peer's kind): [img/s a round]}, the rounds
+  alternated (benchmarks/rounds.py; each measurement's first batch is its warm-up);
+  `peers`: {kind: Peer}."""
   cases = [(n, t, "limit" if n in LIMITS else "ours") for n in names for t in threads]
-  if peer:
-    cases += [(n, t, PEER) for n in names if n in PEERED for t in threads]
+  for kind in peers:
+    cases += [(n, t, kind) for n in names if n in PEERS[kind][3] for t in threads]
   images = batches * batch_size
 
   def run(case):
@@ -288,8 +305,8 @@ def measure(folder, peer, names, threads, rounds, batches, batch_size, image_siz
     done = []  # this case's rounds so far: each round its own crop seed
 
     def one_round():
-      if kind == PEER:
-        seconds = peer.seconds(name, n_threads, batches)
+      if kind in peers:
+        seconds = peers[kind].seconds(name, n_threads, batches)
       else:
         ds = cpu_input.threaded(
             ours_dataset(name, folder, len(done), batch_size, image_size), n_threads)
@@ -315,13 +332,13 @@ def summary(rates, accelerator_rate):
                images_per_second=statistics.median(values), rounds=values,
                noise=stats.median_interval(values).as_dict()["noise"])
     row["cores_to_feed_accelerator"] = accelerator_rate / (row["images_per_second"] / threads)
-    others = {"over_torchvision": (name, threads, PEER),
+    others = {**{f"over_{kind}": (name, threads, kind) for kind in PEERS},
               "over_decode_and_crop": ("decode_and_crop", threads, "limit"),
               "over_decode": ("decode", threads, "limit"),
               "over_base": (BASE_OF.get(name, (None,))[0], threads, "ours")}
     for key, peer_key in others.items():
       if kind == "ours" and peer_key in rates and (
-          key in ("over_torchvision", "over_base") or name not in OTHER_BOXES):
+          peer_key[2] in PEERS or key == "over_base" or name not in OTHER_BOXES):
         # Rates in, seconds an image to the rule: ours / theirs in images a second.
         row[key] = stats.ratio_interval(ours=[1 / v for v in values],
                                         theirs=[1 / v for v in rates[peer_key]]).as_dict()
@@ -342,6 +359,11 @@ def print_table(rows):
           f"{row['images_per_second']:>9.1f}{stats.noise_text([row['noise']]):>7}"
           f"{row['cores_to_feed_accelerator']:>10.1f}  {cells[0]:<24}{cells[1]:<22}")
   for row in rows:
+    for kind in PEERS:
+      if kind != PEER and f"over_{kind}" in row:
+        ratio = row[f"over_{kind}"]
+        print(f"ours / {kind}: {row['pipeline']} at {row['threads']} threads: "
+              f"{stats.ratio_text(ratio)} {ratio['verdict']}")
     if "over_base" in row:
       base, differs = BASE_OF[row["pipeline"]]
       print(f"{differs}: {row['pipeline']} / {base} at {row['threads']} threads: "
@@ -362,9 +384,30 @@ def check_flags():
     raise app.UsageError(f"--images={FLAGS.images} must be at least (--batches + 1) x "
                          f"--batch_size = {(FLAGS.batches + 1) * FLAGS.batch_size}, in "
                          ">= 2 --classes")
-  if FLAGS.torch_python and not os.access(FLAGS.torch_python, os.X_OK):
-    raise app.UsageError(f"--torch_python={FLAGS.torch_python} is not an executable; name a "
-                         "Python with torch and torchvision, or leave the flag out")
+  for _, flag, needs, _ in PEERS.values():
+    python = getattr(FLAGS, flag)
+    if python and not os.access(python, os.X_OK):
+      raise app.UsageError(f"--{flag}={python} is not an executable; name a Python with "
+                           f"{needs}, or leave the flag out")
+
+
+def start_peers():
+  """{kind: Peer} of the peers whose Python a flag names, each announced."""
+  peers = {}
+  try:
+    for kind, (_, flag, needs, _) in PEERS.items():
+      if getattr(FLAGS, flag):
+        peers[kind] = Peer(getattr(FLAGS, flag), FLAGS.data_dir, FLAGS.batch_size,
+                           FLAGS.image_size, kind)
+        print(f"peer {kind}: {peers[kind].version}")
+  except Exception:
+    for peer in peers.values():
+      peer.close()
+    raise
+  if PEER not in peers:
+    print("peer: no torchvision (give --torch_python=<a Python with torch and "
+          "torchvision> to add torchvision's DataLoader)")
+  return peers
 
 
 def main(argv):
@@ -379,18 +422,12 @@ def main(argv):
         f"{data['mean_megapixels']:.3f} megapixels (ImageNet-like 500 x 375, 1 in 4 portrait)")
   folder = Folder.read(FLAGS.data_dir)
   threads = [int(t) for t in FLAGS.threads]
-  peer = Peer(FLAGS.torch_python, FLAGS.data_dir, FLAGS.batch_size,
-              FLAGS.image_size) if FLAGS.torch_python else None
-  if peer:
-    print(f"peer: {peer.version}")
-  else:
-    print("peer: none (give --torch_python=<a Python with torch and torchvision> to add "
-          "torchvision's DataLoader)")
+  peers = start_peers()
   try:
-    rates = measure(folder, peer, FLAGS.pipelines, threads, FLAGS.rounds, FLAGS.batches,
+    rates = measure(folder, peers, FLAGS.pipelines, threads, FLAGS.rounds, FLAGS.batches,
                     FLAGS.batch_size, FLAGS.image_size)
   finally:
-    if peer:
+    for peer in peers.values():
       peer.close()
   rows = summary(rates, FLAGS.accelerator_rate)
   print_table(rows)
@@ -404,7 +441,9 @@ def main(argv):
                   rounds=FLAGS.rounds, cpu_count=os.cpu_count(),
                   accelerator_rate=FLAGS.accelerator_rate,
                   accelerator_source=PUBLISHED if FLAGS.accelerator_rate == 2470.0 else
-                  "--accelerator_rate", peer=peer.version if peer else None,
+                  "--accelerator_rate",
+                  peer=peers[PEER].version if PEER in peers else None,
+                  peers={kind: peer.version for kind, peer in peers.items()},
                   tensorflow=tf.__version__, rows=rows)
     with open(FLAGS.output, "w") as f:
       json.dump(result, f, indent=1)

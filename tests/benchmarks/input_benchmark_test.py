@@ -7,6 +7,7 @@ import os
 
 from absl import flags
 from absl.testing import flagsaver
+from absl.testing import parameterized
 import tensorflow as tf
 
 from benchmarks import input_benchmark
@@ -15,7 +16,7 @@ from tests import torch_python
 FLAGS = flags.FLAGS
 
 
-class InputBenchmarkTest(tf.test.TestCase):
+class InputBenchmarkTest(tf.test.TestCase, parameterized.TestCase):
 
   @classmethod
   def setUpClass(cls):
@@ -79,9 +80,10 @@ class InputBenchmarkTest(tf.test.TestCase):
     root = os.path.join(self.get_temp_dir(), "sizes")
     input_benchmark.make_data(root, 8, 2)
     folder = input_benchmark.Folder.read(root)
-    for name in ("train", "eval", "train_dct_scaling", "train_decode_whole"):
+    for name in ("train", "eval", "train_dct_scaling", "train_decode_whole", "train_uint8"):
       images, _ = next(iter(input_benchmark.ours_dataset(name, folder, 0, 4, 80)))
       self.assertEqual(images.shape, (4, 80, 80, 3))
+      self.assertEqual(images.dtype, tf.uint8 if name == "train_uint8" else tf.float32)
     self.assertTrue(input_benchmark.settings(
         "train_dct_scaling", 4).random_resized_crop_dct_scaling)
     self.assertFalse(input_benchmark.settings("train", 4).random_resized_crop_dct_scaling)
@@ -138,6 +140,31 @@ class InputBenchmarkTest(tf.test.TestCase):
                           rows[(name, "ours")]["images_per_second"]
                           / theirs["images_per_second"], atol=1e-4)
 
+  @parameterized.parameters(("torchvision_simd", "ZOO_SIMD_PYTHON"), ("dali", "ZOO_DALI_PYTHON"))
+  def test_the_faster_peers_run(self, kind, variable):
+    # Pillow-SIMD's DataLoader and DALI's CPU pipeline, where `variable` names a Python
+    # that has them (not CI's: docs/input.md), against ours, one round.
+    python = os.environ.get(variable)
+    if not python:
+      self.skipTest(f"{variable} unset: no Python with the {kind} peer (set it to run it)")
+    root = os.path.join(self.get_temp_dir(), kind)
+    output = os.path.join(self.get_temp_dir(), kind + ".json")
+    _, flag, _, pipelines = input_benchmark.PEERS[kind]
+    with flagsaver.flagsaver(data_dir=root, images=12, classes=2, batch_size=4, batches=2,
+                             rounds=1, threads=["1"], output=output, image_size=96,
+                             pipelines=list(pipelines), **{flag: python}):
+      input_benchmark.main([])
+    with open(output) as f:
+      result = json.load(f)
+    self.assertRegex(result["peers"][kind], r"^ready ")
+    rows = {(r["pipeline"], r["kind"]): r for r in result["rows"]}
+    for name in pipelines:
+      theirs = rows[(name, kind)]
+      self.assertGreater(theirs["images_per_second"], 0)
+      self.assertAllClose(rows[(name, "ours")][f"over_{kind}"]["ratio"],
+                          rows[(name, "ours")]["images_per_second"]
+                          / theirs["images_per_second"], atol=1e-4)
+
   def test_bad_flags_and_missing_peer_say_so(self):
     with flagsaver.flagsaver(pipelines=["train", "jpeg"]):
       with self.assertRaisesRegex(Exception, "--pipelines: 'jpeg' is none of"):
@@ -151,6 +178,14 @@ class InputBenchmarkTest(tf.test.TestCase):
         input_benchmark.check_flags()
     with self.assertRaisesRegex(Exception, "cannot run the torchvision peer"):
       input_benchmark.Peer("/bin/false", self.get_temp_dir(), 4)
+    with self.assertRaisesRegex(Exception, "--dali_python=/bin/false cannot run the dali "
+                                "peer: does it import NVIDIA DALI"):
+      input_benchmark.Peer("/bin/false", self.get_temp_dir(), 4, kind="dali")
+    with flagsaver.flagsaver(simd_python="/nonexistent/python"):
+      with self.assertRaisesRegex(Exception, "--simd_python=/nonexistent/python is not an "
+                                  "executable; name a Python with torch, torchvision and "
+                                  "Pillow-SIMD"):
+        input_benchmark.check_flags()
 
 
 if __name__ == "__main__":
