@@ -250,7 +250,56 @@ def trainer(results):
   return "\n".join(lines)
 
 
+# --- The input pipeline (//benchmarks:input) -----------------------------------------
+
+INPUT_PEERS = (("torchvision", "torchvision"), ("torchvision_simd", "torchvision, Pillow-SIMD"),
+               ("dali", "DALI (CPU)"))
+# The row each row that changes one thing of another is set against
+# (input_benchmark.BASE_OF's, checked equal in tests/benchmarks/tables_test.py).
+INPUT_BASES = {"train": "train_decode_whole", "eval": "eval_decode_whole",
+               "train_dct_scaling": "train", "train_uint8": "train"}
+
+
+def input_peers(results):
+  """//benchmarks:input's JSON: each of our pipelines against each peer that has it, at
+  each thread count: images a second (medians) and ours / theirs, the median of the
+  rounds' ratios with its 95% interval and verdict."""
+  lines = ["| pipeline | threads | peer | ours img/s | peer img/s | ours / peer [95%] | "
+           "verdict |", "|---|---|---|---|---|---|---|"]
+  rates = {(r["pipeline"], r["threads"], r["kind"]): r["images_per_second"]
+           for r in results["rows"]}
+  for row in results["rows"]:
+    for kind, label in INPUT_PEERS:
+      ratio = row.get(f"over_{kind}")
+      if row["kind"] == "ours" and ratio:
+        lines.append(f"| {row['pipeline']} | {row['threads']} | {label} | "
+                     f"{row['images_per_second']:.0f} | "
+                     f"{rates[(row['pipeline'], row['threads'], kind)]:.0f} | "
+                     f"{stats.ratio_text(ratio)} | {ratio['verdict']} |")
+  return "\n".join(lines)
+
+
+def input_ours(results):
+  """//benchmarks:input's JSON: our pipelines and the decode limits: images a second
+  (the median, its noise), the fraction of the decode-and-crop limit (rows on `train`'s
+  boxes) and, for a row that changes one thing of another, the ratio to it, each with
+  its 95% interval; and the cores that feed one accelerator at the row's rate."""
+  lines = ["| pipeline | threads | img/s | noise | / decode-and-crop [95%] | "
+           "/ its base [95%] | cores / accelerator |", "|---|---|---|---|---|---|---|"]
+  base = lambda row: f" over {INPUT_BASES[row['pipeline']]}"
+  for row in results["rows"]:
+    if row["kind"] not in ("ours", "limit"):
+      continue
+    cells = [stats.ratio_text(row[key]) + (f" {row[key]['verdict']}{base(row)}"
+                                           if key == "over_base" else "")
+             if key in row else "-" for key in ("over_decode_and_crop", "over_base")]
+    lines.append(f"| {row['pipeline']} | {row['threads']} | "
+                 f"{row['images_per_second']:.0f} | {stats.noise_text([row['noise']])} | "
+                 f"{cells[0]} | {cells[1]} | {row['cores_to_feed_accelerator']:.1f} |")
+  return "\n".join(lines)
+
+
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "transfer": transfer, "transfer_schedules": transfer_schedules,
              "pixel_centroid": pixel_centroid, "nfnet_bf16": nfnet_bf16,
-             "trainer": trainer}
+             "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours}

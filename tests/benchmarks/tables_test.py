@@ -1,0 +1,50 @@
+"""The input benchmark's renderers (benchmarks/tables.py) on a JSON made by hand; the
+committed tables are checked against their JSON by //tests:docs_data_test."""
+
+from absl.testing import absltest
+
+from benchmarks import input_benchmark
+from benchmarks import tables
+
+
+def ratio(value, low, high, verdict):
+  return dict(ratio=value, low=low, high=high, rounds=6, verdict=verdict)
+
+
+class InputTablesTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.results = {"rows": [
+        dict(pipeline="train", threads=1, kind="ours", images_per_second=355.4, noise=0.019,
+             cores_to_feed_accelerator=6.95,
+             over_torchvision=ratio(1.19, 1.1, 1.22, "ahead"),
+             over_dali=ratio(0.73, 0.72, 0.8, "behind"),
+             over_decode_and_crop=ratio(0.44, 0.39, 0.5, "n/a"),
+             over_base=ratio(1.14, 1.06, 1.31, "ahead")),
+        dict(pipeline="train", threads=1, kind="torchvision", images_per_second=302.1,
+             noise=0.06, cores_to_feed_accelerator=8.2),
+        dict(pipeline="train", threads=1, kind="dali", images_per_second=483.2,
+             noise=0.04, cores_to_feed_accelerator=5.1),
+        dict(pipeline="decode", threads=1, kind="limit", images_per_second=795.6,
+             noise=None, cores_to_feed_accelerator=3.1)]}
+
+  def test_peers(self):
+    self.assertEqual(tables.input_peers(self.results).splitlines()[2:], [
+        "| train | 1 | torchvision | 355 | 302 | 1.19x [1.10, 1.22] | ahead |",
+        "| train | 1 | DALI (CPU) | 355 | 483 | 0.73x [0.72, 0.80] | behind |"])
+
+  def test_ours_and_the_limits(self):
+    self.assertEqual(tables.input_ours(self.results).splitlines()[2:], [
+        "| train | 1 | 355 | 1.9% | 0.44x [0.39, 0.50] | 1.14x [1.06, 1.31] ahead over "
+        "train_decode_whole | 7.0 |",
+        "| decode | 1 | 796 | n/a | - | - | 3.1 |"])
+
+  def test_the_bases_are_the_benchmarks(self):
+    self.assertEqual(tables.INPUT_BASES,
+                     {row: base for row, (base, _) in input_benchmark.BASE_OF.items()})
+    self.assertEqual([kind for kind, _ in tables.INPUT_PEERS], list(input_benchmark.PEERS))
+
+
+if __name__ == "__main__":
+  absltest.main()
