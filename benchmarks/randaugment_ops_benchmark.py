@@ -1,6 +1,11 @@
-"""What each of Model Garden's RandAugment ops costs an image, on one CPU thread.
+"""What each of RandAugment's ops costs an image, on one CPU thread.
 
     ./bazelw run //benchmarks:randaugment_ops
+    ./bazelw run //benchmarks:randaugment_ops -- --implementation=model_garden
+
+`--implementation`: "ours" (the pipeline's, `recipes.data.randaugment.RandAugment`: its
+geometric ops warp the image alone, the same pixels) or "model_garden"
+(`official.vision.ops.augment.RandAugment` as it is).
 
 `--images` photo-like 224 x 224 uint8 images (as //benchmarks:input's JPEGs), held in
 memory; each op of `official.vision.ops.augment.RandAugment` at `--magnitude`, alone
@@ -28,8 +33,10 @@ from benchmarks import cpu_input
 from benchmarks import rounds as rounds_lib
 from benchmarks import stats
 from official.vision.ops import augment as mg_augment
+from recipes.data import randaugment
 
 WHOLE = "RandAugment(2, m)"
+IMPLEMENTATIONS = {"ours": randaugment.RandAugment, "model_garden": mg_augment.RandAugment}
 OPS = tuple(mg_augment.RandAugment().available_ops)
 
 FLAGS = flags.FLAGS
@@ -38,6 +45,8 @@ flags.DEFINE_integer("magnitude", 9, "RandAugment's magnitude")
 flags.DEFINE_integer("rounds", 6, "alternated rounds (6 or more for a 95% interval)")
 flags.DEFINE_list("ops", list(OPS), f"of {', '.join(OPS)}")
 flags.DEFINE_string("output", None, "write the figures as JSON here")
+flags.DEFINE_enum("implementation", "ours", list(IMPLEMENTATIONS),
+                  "ours (the pipeline's RandAugment) or model_garden's own")
 
 
 def photos(count, size=224, seed=0):
@@ -48,15 +57,16 @@ def photos(count, size=224, seed=0):
   return tf.data.Dataset.from_tensor_slices(pixels).cache()
 
 
-def mapped(images, name, magnitude):
+def mapped(images, name, magnitude, implementation="ours"):
   """The one-thread map of `name` (an op, WHOLE, or None: nothing) over `images`."""
+  make = IMPLEMENTATIONS[implementation]
   if name is None:
     fn = tf.identity
   elif name == WHOLE:
-    fn = mg_augment.RandAugment(2, magnitude).distort
+    fn = make(2, magnitude).distort
   else:
     others = [o for o in OPS if o != name]
-    fn = mg_augment.RandAugment(1, magnitude, exclude_ops=others).distort
+    fn = make(1, magnitude, exclude_ops=others).distort
   # A sum of the result, so nothing is pruned and little is kept.
   return cpu_input.threaded(
       images.map(lambda x: tf.reduce_sum(tf.cast(fn(x), tf.int32))), 1)
@@ -72,12 +82,13 @@ def seconds(dataset):
   return time.perf_counter() - start
 
 
-def measure(names, count, magnitude, rounds):
+def measure(names, count, magnitude, rounds, implementation="ours"):
   """{name: [ms an image a round]}: the excess over doing nothing (an op's doubled)."""
   images = photos(count)
   for _ in images:  # fill the cache
     pass
-  datasets = {n: mapped(images, n, magnitude) for n in (None,) + tuple(names)}
+  datasets = {n: mapped(images, n, magnitude, implementation)
+              for n in (None,) + tuple(names)}
   for dataset in datasets.values():  # a first, untimed pass of each
     seconds(dataset)
   def excess(name):
@@ -108,18 +119,20 @@ def main(argv):
   check_flags()
   cpu_input.one_intra_op_thread()
   names = tuple(FLAGS.ops) + (WHOLE,)
-  result = measure(names, FLAGS.images, FLAGS.magnitude, FLAGS.rounds)
+  result = measure(names, FLAGS.images, FLAGS.magnitude, FLAGS.rounds, FLAGS.implementation)
   rows = sorted(({"op": n, "ms_per_image": statistics.median(v),
                   "interval": stats.median_interval(v).as_dict(), "rounds": v}
                  for n, v in result.items()), key=lambda row: -row["ms_per_image"])
   print(f"\n{'op':<20}{'ms an image [95% interval]':>30}  (one thread, {FLAGS.images} images "
-        f"of 224 x 224, magnitude {FLAGS.magnitude}, median of {FLAGS.rounds} rounds)")
+        f"of 224 x 224, magnitude {FLAGS.magnitude}, median of {FLAGS.rounds} rounds, "
+        f"{FLAGS.implementation})")
   for row in rows:
     print(f"{row['op']:<20}{stats.figure_text(row['interval'], digits=2):>30}")
   print(f"({stats.TIMING_RULE})")
   if FLAGS.output:
     with open(FLAGS.output, "w") as f:
       json.dump(dict(images=FLAGS.images, magnitude=FLAGS.magnitude, rounds=FLAGS.rounds,
+                     implementation=FLAGS.implementation,
                      tensorflow=tf.__version__, rows=rows), f, indent=1)
     print(f"wrote {FLAGS.output}")
 

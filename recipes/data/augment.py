@@ -18,6 +18,7 @@ import tensorflow as tf
 from official.vision.ops import augment as mg_augment
 from official.vision.ops import preprocess_ops
 from recipes.data import autoaugment_pil
+from recipes.data import randaugment as randaugment_lib
 from zoo import card as card_lib
 
 # The PIL port's CIFAR-10 policy at its own magnitudes (Ren et al.'s copy).
@@ -27,8 +28,9 @@ DCT_RATIOS = (1, 2, 4, 8)
 
 
 def randaugment_op(randaugment):
-  """Model Garden's RandAugment for (num_layers, magnitude); None for () or None."""
-  return mg_augment.RandAugment(*randaugment) if randaugment else None
+  """Model Garden's RandAugment for (num_layers, magnitude), its geometric ops warping
+  the image alone (`randaugment.RandAugment`: the same pixels); None for () or None."""
+  return randaugment_lib.RandAugment(*randaugment) if randaugment else None
 
 
 def autoaugment_op(policy, translate):

@@ -8,6 +8,7 @@ from absl.testing import flagsaver
 import tensorflow as tf
 
 from benchmarks import randaugment_ops_benchmark as bench
+from recipes.data import randaugment
 
 FLAGS = flags.FLAGS
 
@@ -32,6 +33,15 @@ class RandAugmentOpsTest(tf.test.TestCase):
     self.assertGreater(rows[bench.WHOLE]["ms_per_image"], 0.0)
     self.assertEqual([r["op"] for r in result["rows"]],
                      sorted(rows, key=lambda n: -rows[n]["ms_per_image"]))
+
+  def test_both_implementations_run(self):
+    output = os.path.join(self.get_temp_dir(), "mg.json")
+    with flagsaver.flagsaver(images=8, rounds=1, ops=["ShearX"], output=output,
+                             implementation="model_garden"):
+      bench.main([])
+    with open(output) as f:
+      self.assertEqual(json.load(f)["implementation"], "model_garden")
+    self.assertIs(bench.IMPLEMENTATIONS["ours"], randaugment.RandAugment)
 
   def test_bad_flags_say_so(self):
     with flagsaver.flagsaver(ops=["Rotate", "Blur"]):
