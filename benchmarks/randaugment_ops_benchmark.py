@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from benchmarks import cpu_input
 from benchmarks import rounds as rounds_lib
+from benchmarks import runs
 from benchmarks import stats
 from official.vision.ops import augment as mg_augment
 from recipes.data import randaugment
@@ -131,7 +132,8 @@ def main(argv):
   print(f"({stats.TIMING_RULE})")
   if FLAGS.output:
     with open(FLAGS.output, "w") as f:
-      json.dump(dict(images=FLAGS.images, magnitude=FLAGS.magnitude, rounds=FLAGS.rounds,
+      json.dump(dict(**runs.provenance(), images=FLAGS.images, magnitude=FLAGS.magnitude,
+                     rounds=FLAGS.rounds,
                      implementation=FLAGS.implementation,
                      tensorflow=tf.__version__, rows=rows), f, indent=1)
     print(f"wrote {FLAGS.output}")

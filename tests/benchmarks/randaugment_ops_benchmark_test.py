@@ -40,7 +40,10 @@ class RandAugmentOpsTest(tf.test.TestCase):
                              implementation="model_garden"):
       bench.main([])
     with open(output) as f:
-      self.assertEqual(json.load(f)["implementation"], "model_garden")
+      result = json.load(f)
+    self.assertEqual(result["implementation"], "model_garden")
+    self.assertIn("randaugment", result["command"])  # where the figures come from
+    self.assertRegex(result["date"], r"^\d{4}-\d\d-\d\d$")
     self.assertIs(bench.IMPLEMENTATIONS["ours"], randaugment.RandAugment)
 
   def test_bad_flags_say_so(self):
