@@ -250,6 +250,41 @@ def trainer(results):
   return "\n".join(lines)
 
 
+# --- The zoo against timm (//benchmarks:zoo --timm_python) -------------------------
+
+TIMM_SETTINGS = (("timm", "default"), ("timm_channels_last", "channels_last"),
+                 ("timm_compile", "torch.compile"),
+                 ("timm_compile_channels_last", "torch.compile, channels_last"))
+ZOO_NAMES = {"nfnet_f0": "NFNet-F0", "resnet50": "ResNet-50", "inception_v3": "InceptionV3",
+             "resnet32_cifar": "ResNet-32 (CIFAR)", "nfnet_nano": "NFNet-nano"}
+
+
+def zoo_timm(results):
+  """//benchmarks:zoo's JSON with timm: for each model, ours (its float32 variant: img/s
+  and fraction of the machine's matmul peak) against each timm setting it ran: timm's
+  img/s and ours / timm, the median of the rounds' ratios with its 95% interval and
+  verdict; timm's fastest setting marked (best)."""
+  lines = ["| model | input, batch | ours img/s (of peak) | timm setting | timm img/s | "
+           "ours / timm [95% interval] | verdict |", "|---|---|---|---|---|---|---|"]
+  for name, case in results["training"].items():
+    peers = case["peers"]
+    ours = case["variants"][peers["ours"]]
+    first = True
+    for key, label in TIMM_SETTINGS:
+      if key not in peers["ratios"]:
+        continue
+      ratio = peers["ratios"][key]
+      best = " (best)" if key == peers["timm_best"] else ""
+      head = (f"| {ZOO_NAMES.get(name, name)} | {case['image_size']}px, "
+              f"{case['batch_size']} | {ours['images_per_second']:.1f} "
+              f"({ours['fraction_of_peak']:.0%}) |" if first else "| | | |")
+      lines.append(f"{head} {label}{best} | "
+                   f"{case['variants'][key]['images_per_second']:.1f} | "
+                   f"{stats.ratio_text(ratio)} | {ratio['verdict']} |")
+      first = False
+  return "\n".join(lines)
+
+
 # --- The input pipeline (//benchmarks:input) -----------------------------------------
 
 INPUT_PEERS = (("torchvision", "torchvision"), ("torchvision_simd", "torchvision, Pillow-SIMD"),
@@ -302,4 +337,5 @@ def input_ours(results):
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "transfer": transfer, "transfer_schedules": transfer_schedules,
              "pixel_centroid": pixel_centroid, "nfnet_bf16": nfnet_bf16,
-             "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours}
+             "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours,
+             "zoo_timm": zoo_timm}

@@ -1,4 +1,4 @@
-"""The input benchmark's renderers (benchmarks/tables.py) on a JSON made by hand; the
+"""The input and timm renderers (benchmarks/tables.py) on JSON made by hand; the
 committed tables are checked against their JSON by //tests:docs_data_test."""
 
 from absl.testing import absltest
@@ -44,6 +44,24 @@ class InputTablesTest(absltest.TestCase):
     self.assertEqual(tables.INPUT_BASES,
                      {row: base for row, (base, _) in input_benchmark.BASE_OF.items()})
     self.assertEqual([kind for kind, _ in tables.INPUT_PEERS], list(input_benchmark.PEERS))
+
+
+class ZooTimmTableTest(absltest.TestCase):
+
+  def test_one_model_against_two_settings(self):
+    results = {"training": {"resnet50": dict(
+        image_size=64, batch_size=32,
+        variants={"fp32": dict(images_per_second=73.24, fraction_of_peak=0.662),
+                  "timm": dict(images_per_second=57.3),
+                  "timm_channels_last": dict(images_per_second=67.9)},
+        peers=dict(ours="fp32", timm_best="timm_channels_last", ratios={
+            "timm": ratio(1.25, 1.22, 1.29, "ahead"),
+            "timm_channels_last": ratio(1.08, 1.05, 1.13, "ahead")}))}}
+    self.assertEqual(tables.zoo_timm(results).splitlines()[2:], [
+        "| ResNet-50 | 64px, 32 | 73.2 (66%) | default | 57.3 | 1.25x [1.22, 1.29] | ahead |",
+        "| | | | channels_last (best) | 67.9 | 1.08x [1.05, 1.13] | ahead |"])
+    # (tests/benchmarks/zoo_benchmark_test.py checks TIMM_SETTINGS' keys against the
+    # benchmark's; both benchmarks cannot be imported in one process: their flags clash)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tf_keras
 
 from benchmarks import stats
+from benchmarks import tables
 from benchmarks import zoo_benchmark
 from recipes import strategies
 from tricks import grouped_conv
@@ -176,6 +177,11 @@ class ZooBenchmarkTest(tf.test.TestCase, parameterized.TestCase):
       with self.assertRaises(Exception) as caught:
         zoo_benchmark.check_flags()
     self.assertIn("--", str(caught.exception))
+
+  def test_the_timm_table_knows_every_setting(self):
+    # tables.zoo_timm renders docs/costs.md's table from this benchmark's JSON keys.
+    self.assertEqual([key for key, _ in tables.TIMM_SETTINGS],
+                     [zoo_benchmark.timm_key(s) for s in zoo_benchmark.TIMM_SETTINGS])
 
 
 if __name__ == "__main__":
