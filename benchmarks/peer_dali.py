@@ -33,6 +33,7 @@ from nvidia.dali import types  # pylint: disable=import-error
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 PIPELINES = ("train", "eval")
+ALL_CORES = sorted(os.sched_getaffinity(0))  # restored after each pinned measurement
 
 
 def build(root, batch, name, threads, size):
@@ -78,9 +79,6 @@ def seconds(root, batch, name, threads, batches, size):
   finally:
     os.sched_setaffinity(0, ALL_CORES)
   return elapsed
-
-
-ALL_CORES = sorted(os.sched_getaffinity(0))
 
 
 def main(root, batch, size=224):
