@@ -25,6 +25,7 @@ import tensorflow as tf
 import tf_keras
 
 from benchmarks import rounds as rounds_lib
+from benchmarks import runs
 from benchmarks import stats
 from tricks import agc
 from tricks import cyclical_lr
@@ -137,11 +138,12 @@ def main(argv):
     rows[name] = {"ms_per_step": round(seconds * 1e3, 1),
                   "time_ratio": round(ratio.ratio, 3), "time_ratio_interval": ratio.as_dict(),
                   "noise": stats.median_interval(times[name]).as_dict()["noise"],
-                  "peak_step_memory_mib": round(peak / 2**20, 1)}
+                  "peak_step_memory_mib": round(peak / 2**20, 1),
+                  "seconds": [round(t, 5) for t in times[name]]}
     print(f"{name:<14}{stats.median_interval(times[name]).format(scale=1e3, digits=0):>26}"
           f"  {str(ratio):<26}")
   print(f"({stats.TIMING_RULE}; time / plain above 1.0: slower than plain)")
-  summary = {"image_size": size, "batch_size": batch, "steps": FLAGS.steps,
+  summary = {**runs.provenance(), "image_size": size, "batch_size": batch, "steps": FLAGS.steps,
              "jit_compile": FLAGS.jit_compile, "configs": rows}
   if "recompute" in results:
     saving = 1 - results["recompute"][1] / base_peak
