@@ -337,7 +337,9 @@ def bench_inference(names, rounds, root):
   return {name: {"test_size": sizes[name], **{
       str(batch): {"images_per_second": round(1 / statistics.median(times[(name, batch)]),
                                               2),
-                   "noise": stats.median_interval(times[(name, batch)]).as_dict()["noise"]}
+                   "noise": stats.median_interval(times[(name, batch)]).as_dict()["noise"],
+                   "seconds_an_image_each_round": [round(t, 6) for t in
+                                                   times[(name, batch)]]}
       for batch in INFERENCE_BATCHES}} for name in names}
 
 
