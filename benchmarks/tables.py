@@ -250,6 +250,39 @@ def trainer(results):
   return "\n".join(lines)
 
 
+
+TRICKS = {"plain": ("plain (fused BatchNorm, constant rate)", ""),
+          "agc": ("adaptive gradient clipping", "< 1.05"),
+          "cyclical_lr": ("cyclical learning rate", "< 1.05"),
+          "extended_bn": ("Extended BN in place of fused BN", "< 1.15"),
+          "recompute": ("recompute, every block", "<= 1.40")}  # label, the aim for time
+
+
+# A time ratio's verdict (stats: "ahead" where the plain step is the faster) in words.
+_TIME_VERDICT = {"ahead": "slower", "behind": "faster", "parity": "no measurable cost"}
+
+
+def tricks(results):
+  """//benchmarks:tricks's JSON: ms a step of each configuration (the median of the
+  rounds with its 95% interval), its time over the plain step's (the median of the
+  paired rounds' ratios, its interval and verdict: slower, faster or no measurable
+  cost), the aim, and the peak memory one
+  step allocates beyond weights and optimizer state."""
+  lines = ["| trick | ms a step [95%] | time / plain [95%] | verdict | aim | step memory "
+           "MiB |", "|---|---|---|---|---|---|"]
+  for name, row in results["configs"].items():
+    label, aim = TRICKS.get(name, (name, ""))
+    ratio = row["time_ratio_interval"]
+    same = name == "plain"
+    lines.append(f"| {label} | "
+                 f"{stats.median_interval(row['seconds']).format(scale=1e3, digits=0)} | "
+                 f"{'—' if same else stats.ratio_text(ratio)} | "
+                 f"{'—' if same else _TIME_VERDICT.get(ratio['verdict'], ratio['verdict'])} | "
+                 f"{aim} | "
+                 f"{row['peak_step_memory_mib']:.0f} |")
+  return "\n".join(lines)
+
+
 # --- The zoo against timm (//benchmarks:zoo --timm_python) -------------------------
 
 TIMM_SETTINGS = (("timm", "default"), ("timm_channels_last", "channels_last"),
@@ -282,6 +315,55 @@ def zoo_timm(results):
                    f"{case['variants'][key]['images_per_second']:.1f} | "
                    f"{stats.ratio_text(ratio)} | {ratio['verdict']} |")
       first = False
+  return "\n".join(lines)
+
+
+
+def _speed_up(case, variant, over="fp32"):
+  """`variant`'s speed over `over`'s from a training case's paired rounds (JSON)."""
+  rounds = case["variants"]
+  return stats.ratio_interval(ours=rounds[variant]["seconds_a_step_each_round"],
+                              theirs=rounds[over]["seconds_a_step_each_round"]).as_dict()
+
+
+def zoo_families(results):
+  """//benchmarks:zoo's JSON, every family: GFLOP an image; float32 img/s (fraction of
+  the machine's float32 matmul rate); XLA's and bfloat16's speed over float32 and
+  bfloat16's fraction of the bfloat16 rate; timm's default and ours / timm (our faster
+  float32 variant), each ratio the median of the paired rounds' with its 95% interval
+  and verdict; '-' where a case has no such variant or peer."""
+  lines = ["| model | input, batch | GFLOP / image | float32 img/s (of peak) | "
+           "XLA / float32 [95%] | bfloat16 / float32 [95%] | bfloat16 img/s (of peak) | "
+           "timm img/s | ours / timm [95%] |", "|---|---|---|---|---|---|---|---|---|"]
+  for name, case in results["training"].items():
+    v = case["variants"]
+    cells = [f"{v['fp32']['images_per_second']:.3g} ({v['fp32']['fraction_of_peak']:.0%})"]
+    for variant in ("fp32_xla", "bf16"):
+      ratio = _speed_up(case, variant) if variant in v else None
+      cells.append(f"{stats.ratio_text(ratio)} {ratio['verdict']}" if ratio else "-")
+    cells.append(f"{v['bf16']['images_per_second']:.3g} ({v['bf16']['fraction_of_peak']:.0%})"
+                 if "bf16" in v else "-")
+    ratio = (case.get("peers") or {}).get("ratios", {}).get("timm")
+    cells += ([f"{v['timm']['images_per_second']:.3g}",
+               f"{stats.ratio_text(ratio)} {ratio['verdict']}"] if ratio else ["-", "-"])
+    lines.append(f"| {ZOO_NAMES.get(name, name)} | {case['image_size']}px, "
+                 f"{case['batch_size']} | {case['training_gflops_per_image']:.3g} | "
+                 + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def zoo_inference(results):
+  """//benchmarks:zoo's JSON, SavedModel inference: images a second at each batch size,
+  the median of the rounds with its 95% interval."""
+  batches = sorted({b for row in results["inference"].values() for b in row
+                    if b != "test_size"}, key=int)
+  lines = ["| model | test size | " + " | ".join(f"batch {b}: img/s [95%]" for b in batches)
+           + " |", "|---|---|" + "---|" * len(batches)]
+  for name, row in results["inference"].items():
+    cells = [stats.median_interval([1 / t for t in row[b]["seconds_an_image_each_round"]])
+             .format() for b in batches]
+    lines.append(f"| {ZOO_NAMES.get(name, name)} | {row['test_size']}px | "
+                 + " | ".join(cells) + " |")
   return "\n".join(lines)
 
 
@@ -338,4 +420,5 @@ RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "transfer": transfer, "transfer_schedules": transfer_schedules,
              "pixel_centroid": pixel_centroid, "nfnet_bf16": nfnet_bf16,
              "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours,
-             "zoo_timm": zoo_timm}
+             "zoo_timm": zoo_timm, "zoo_families": zoo_families,
+             "zoo_inference": zoo_inference, "tricks": tricks}

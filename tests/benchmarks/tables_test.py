@@ -64,5 +64,62 @@ class ZooTimmTableTest(absltest.TestCase):
     # benchmark's; both benchmarks cannot be imported in one process: their flags clash)
 
 
+def rounds(*seconds):
+  return dict(seconds_a_step_each_round=list(seconds))
+
+
+class ZooFamiliesTableTest(absltest.TestCase):
+  """Ratios from paired rounds by hand: at 6 rounds the 95% interval is the rounds'
+  range (order statistics j = 1)."""
+
+  def test_every_variant_and_timm(self):
+    results = {"training": {
+        "resnet50": dict(
+            image_size=64, batch_size=32, training_gflops_per_image=1.893,
+            variants={"fp32": dict(images_per_second=73.24, fraction_of_peak=0.662,
+                                   **rounds(1, 1, 1, 1, 1, 1)),
+                      "fp32_xla": rounds(2, 2, 2, 2, 2, 2.5),
+                      "bf16": dict(images_per_second=146.5, fraction_of_peak=0.351,
+                                   **rounds(.5, .5, .5, .5, .5, .5)),
+                      "timm": dict(images_per_second=57.3)},
+            peers=dict(ratios={"timm": ratio(1.25, 1.22, 1.29, "ahead")})),
+        "nfnet_nano": dict(
+            image_size=32, batch_size=32, training_gflops_per_image=0.0152,
+            variants={"fp32": dict(images_per_second=1211.0, fraction_of_peak=0.09,
+                                   **rounds(1, 1, 1, 1, 1, 1)),
+                      "fp32_xla": rounds(.5, .5, .5, .5, .5, 1.5)},
+            peers={})}}
+    self.assertEqual(tables.zoo_families(results).splitlines()[2:], [
+        "| ResNet-50 | 64px, 32 | 1.89 | 73.2 (66%) | 0.50x [0.40, 0.50] behind | "
+        "2.00x [2.00, 2.00] ahead | 146 (35%) | 57.3 | 1.25x [1.22, 1.29] ahead |",
+        "| NFNet-nano | 32px, 32 | 0.0152 | 1.21e+03 (9%) | 2.00x [0.67, 2.00] parity | "
+        "- | - | - | - |"])
+
+  def test_inference(self):
+    results = {"inference": {"resnet50": {
+        "test_size": 224,
+        "1": dict(seconds_an_image_each_round=[.1, .1, .125, .1, .1, .1]),
+        "32": dict(seconds_an_image_each_round=[.05, .04, .05, .05, .05, .05])}}}
+    self.assertEqual(tables.zoo_inference(results).splitlines(), [
+        "| model | test size | batch 1: img/s [95%] | batch 32: img/s [95%] |",
+        "|---|---|---|---|",
+        "| ResNet-50 | 224px | 10.0 [8.0, 10.0] | 20.0 [20.0, 25.0] |"])
+
+
+class TricksTableTest(absltest.TestCase):
+
+  def test_plain_and_a_trick(self):
+    results = {"configs": {
+        "plain": dict(seconds=[.9] * 6, time_ratio_interval=ratio(1, 1, 1, "parity"),
+                      peak_step_memory_mib=602.4),
+        "recompute": dict(seconds=[1.1, 1.2, 1.1, 1.1, 1.3, 1.1],
+                          time_ratio_interval=ratio(1.29, 1.23, 1.32, "ahead"),
+                          peak_step_memory_mib=315.2)}}
+    self.assertEqual(tables.tricks(results).splitlines()[2:], [
+        "| plain (fused BatchNorm, constant rate) | 900 [900, 900] | — | — |  | 602 |",
+        "| recompute, every block | 1100 [1100, 1300] | 1.29x [1.23, 1.32] | slower | "
+        "<= 1.40 | 315 |"])
+
+
 if __name__ == "__main__":
   absltest.main()
