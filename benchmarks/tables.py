@@ -214,6 +214,23 @@ def pixel_centroid(results, methods=None):
   return "\n".join(lines)
 
 
+# --- DCT-scaled decoding's accuracy (//benchmarks:dct_accuracy) -----------------
+
+def dct_accuracy(results):
+  """//benchmarks:dct_accuracy's JSON: each arm's mean accuracy on both splits, and
+  the paired difference over seeds with its 95% interval, df and verdict."""
+  lines = ["| arm | runs | validation accuracy | test accuracy |", "|---|---|---|---|"]
+  for arm, splits in results["accuracies"].items():
+    means = [np.mean(list(splits[s].values())) for s in ("validation", "test")]
+    lines.append(f"| {arm} | {len(splits['test'])} | {means[0]:.4f} | {means[1]:.4f} |")
+  for split, c in results["difference"].items():
+    lines.append(f"| DCT-scaled - unscaled, {split} | {c['n']} pairs | "
+                 f"{c['difference']:+.4f} [{c['low']:+.4f}, {c['high']:+.4f}] | "
+                 f"paired t, {c['dof']:g} df, p = {stats.format_p(c['p'])}: "
+                 f"{c['verdict']} |")
+  return "\n".join(lines)
+
+
 # --- Timing (benchmarks/stats.py's one rule) ----------------------------------------
 
 def nfnet_bf16(results):
@@ -326,6 +343,12 @@ def _speed_up(case, variant, over="fp32"):
                               theirs=rounds[over]["seconds_a_step_each_round"]).as_dict()
 
 
+def _rate(images_per_second):
+  """Images a second as the zoo tables print them: whole above 100, else 3 figures."""
+  return (f"{images_per_second:.0f}" if images_per_second >= 100
+          else f"{images_per_second:.3g}")
+
+
 def zoo_families(results):
   """//benchmarks:zoo's JSON, every family: GFLOP an image; float32 img/s (fraction of
   the machine's float32 matmul rate); XLA's and bfloat16's speed over float32 and
@@ -337,14 +360,14 @@ def zoo_families(results):
            "timm img/s | ours / timm [95%] |", "|---|---|---|---|---|---|---|---|---|"]
   for name, case in results["training"].items():
     v = case["variants"]
-    cells = [f"{v['fp32']['images_per_second']:.3g} ({v['fp32']['fraction_of_peak']:.0%})"]
+    cells = [f"{_rate(v['fp32']['images_per_second'])} ({v['fp32']['fraction_of_peak']:.0%})"]
     for variant in ("fp32_xla", "bf16"):
       ratio = _speed_up(case, variant) if variant in v else None
       cells.append(f"{stats.ratio_text(ratio)} {ratio['verdict']}" if ratio else "-")
-    cells.append(f"{v['bf16']['images_per_second']:.3g} ({v['bf16']['fraction_of_peak']:.0%})"
+    cells.append(f"{_rate(v['bf16']['images_per_second'])} ({v['bf16']['fraction_of_peak']:.0%})"
                  if "bf16" in v else "-")
     ratio = (case.get("peers") or {}).get("ratios", {}).get("timm")
-    cells += ([f"{v['timm']['images_per_second']:.3g}",
+    cells += ([_rate(v['timm']['images_per_second']),
                f"{stats.ratio_text(ratio)} {ratio['verdict']}"] if ratio else ["-", "-"])
     lines.append(f"| {ZOO_NAMES.get(name, name)} | {case['image_size']}px, "
                  f"{case['batch_size']} | {case['training_gflops_per_image']:.3g} | "
@@ -421,4 +444,5 @@ RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "pixel_centroid": pixel_centroid, "nfnet_bf16": nfnet_bf16,
              "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours,
              "zoo_timm": zoo_timm, "zoo_families": zoo_families,
-             "zoo_inference": zoo_inference, "tricks": tricks}
+             "zoo_inference": zoo_inference, "tricks": tricks,
+             "dct_accuracy": dct_accuracy}

@@ -92,7 +92,7 @@ class ZooFamiliesTableTest(absltest.TestCase):
     self.assertEqual(tables.zoo_families(results).splitlines()[2:], [
         "| ResNet-50 | 64px, 32 | 1.89 | 73.2 (66%) | 0.50x [0.40, 0.50] behind | "
         "2.00x [2.00, 2.00] ahead | 146 (35%) | 57.3 | 1.25x [1.22, 1.29] ahead |",
-        "| NFNet-nano | 32px, 32 | 0.0152 | 1.21e+03 (9%) | 2.00x [0.67, 2.00] parity | "
+        "| NFNet-nano | 32px, 32 | 0.0152 | 1211 (9%) | 2.00x [0.67, 2.00] parity | "
         "- | - | - | - |"])
 
   def test_inference(self):
