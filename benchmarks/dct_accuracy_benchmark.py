@@ -1,7 +1,7 @@
 """What DCT-scaled decoding costs in accuracy: the same training run with and without
 `InputPipeline.random_resized_crop_dct_scaling`, paired by seed.
 
-    ./bazelw run //benchmarks:dct_accuracy       # 3 seeds x 2 arms, about 15 minutes
+    ./bazelw run //benchmarks:dct_accuracy       # 3 seeds x 2 arms, about 8 minutes here
 
 The data is the image-folder Fashion-MNIST: Zalando's 28 px images written as JPEG
 folders (quality --quality; --train_per_class of every class of the training split,
