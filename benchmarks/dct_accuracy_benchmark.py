@@ -21,7 +21,6 @@ a default would be chosen on; the test split's difference is reported beside it.
 Writes dct_accuracy.json and dct_accuracy.md.
 """
 
-import datetime
 import os
 import shutil
 
@@ -160,8 +159,8 @@ def main(argv):
       accuracies[arm]["validation"][seed] = metrics["final_validation"]["balanced_accuracy"]
       print(f"{arm} seed {seed}: validation {accuracies[arm]['validation'][seed]:.4f}, "
             f"test {metrics['balanced_accuracy']:.4f} ({wall:.0f} s)", flush=True)
-  results = {**runs_lib.provenance(), "date": datetime.date.today().isoformat(),
-             "code": digest, "image_size": FLAGS.image_size, "epochs": FLAGS.epochs,
+  results = {**runs_lib.provenance(), "code": digest, "image_size": FLAGS.image_size,
+             "epochs": FLAGS.epochs,
              "train_per_class": FLAGS.train_per_class,
              "validation_per_class": FLAGS.validation_per_class,
              "test_per_class": FLAGS.test_per_class, "quality": FLAGS.quality,

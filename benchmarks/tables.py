@@ -267,7 +267,6 @@ def trainer(results):
   return "\n".join(lines)
 
 
-
 TRICKS = {"plain": ("plain (fused BatchNorm, constant rate)", ""),
           "agc": ("adaptive gradient clipping", "< 1.05"),
           "cyclical_lr": ("cyclical learning rate", "< 1.05"),
@@ -333,7 +332,6 @@ def zoo_timm(results):
                    f"{stats.ratio_text(ratio)} | {ratio['verdict']} |")
       first = False
   return "\n".join(lines)
-
 
 
 def _speed_up(case, variant, over="fp32"):
