@@ -190,6 +190,23 @@ def transfer_schedules(results):
   return "\n".join(lines)
 
 
+def transfer_rates(results):
+  """The rate choice of a --learning_rates sweep: for every cell's arm, the mean
+  validation accuracy at each rate (over the same draws and seeds) and the rate chosen
+  on it; test accuracies take no part."""
+  rates = results["learning_rates"]
+  label = lambda rate: rate if isinstance(rate, str) else f"{rate:g}"
+  lines = ["| family | target | k | arm | runs | " + " | ".join(
+      f"validation @ {label(r)}" for r in rates) + " | chosen rate |",
+           "|---|---|---|---|---|" + "---|" * len(rates) + "---|"]
+  for c in results["rate_choices"]:
+    validation = {str(r): v for r, v in c["validation"].items()}  # JSON's keys: strings
+    cells = [f"{validation[str(r)]:.3f}" if str(r) in validation else "n/a" for r in rates]
+    lines.append(f"| {c['family']} | {c['target']} | {c['k']} | {c['arm']} | {c['runs']} | "
+                 + " | ".join(cells) + f" | {label(c['chosen'])} |")
+  return "\n".join(lines)
+
+
 def transfer_caption(results):
   sources = "; ".join(f"{name}: {s['balanced_accuracy']:.3f}"
                       for name, s in results["sources"].items())
@@ -439,6 +456,7 @@ def input_ours(results):
 
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "transfer": transfer, "transfer_schedules": transfer_schedules,
+             "transfer_rates": transfer_rates,
              "pixel_centroid": pixel_centroid, "nfnet_bf16": nfnet_bf16,
              "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours,
              "zoo_timm": zoo_timm, "zoo_families": zoo_families,

@@ -25,7 +25,10 @@ third of the run, then all at 0.1x), layer-wise rate decay 0.75 (LAYER_DECAY), w
 EMA (WEIGHT_EMA, 0.99), BiT-HyperRule (its own length, rate and 128 px resolution).
 Every arm but BiT trains the recipe's rate for about --steps (100) steps at batch 20
 (a small draw echoed before augmentation to fill an epoch of 10 batches). Nothing is
-chosen on the test split, nor at all: the recipe's rate and this fixed length.
+chosen on the test split: by default nothing is chosen at all (the recipe's rate and
+this fixed length); with --learning_rates every arm of a cell runs each rate on the
+same (draw, seed) pairs and reports the rate of the highest mean validation accuracy
+(`choose_rates`), its choice table beside the test table.
 
 Runs are keyed (benchmarks/runs.py): a rerun reads finished runs of the same
 configuration and code, resumes interrupted ones, refuses stale ones (--rerun_stale).
@@ -83,6 +86,7 @@ SHORT = {SCRATCH: "scratch", LINEAR: "linear", "full fine-tune": "full",
 QUICK = dict(families=("nfnet_nano",), targets=TARGETS, shots=(5,),
              arms=(SCRATCH, LINEAR, "full fine-tune"), draws=(0,), seeds=(0,))
 COMMON = ("Runtime.export_saved_model = False",)
+RECIPE_RATE = "recipe"  # --learning_rates' name of the recipe's own rate (no binding)
 
 
 def length(k, num_classes, steps=STEPS, batch=BATCH, epoch_steps=10):
@@ -147,8 +151,9 @@ class Sitting:
   extra: tuple = ()
 
 
-def target_run(name, target, k, arm, draw, seed, sitting):
-  """The run of one cell's (draw, seed) in `sitting`."""
+def target_run(name, target, k, arm, draw, seed, sitting, rate=RECIPE_RATE):
+  """The run of one cell's (draw, seed) in `sitting`, at the recipe's rate or at
+  `rate` (LEARNING_RATE, in a folder of its own)."""
   family = FAMILIES[name]
   files, data = target_bindings(target, k, draw, sitting.fashion_dir)
   num_classes = len(NEAR_CLASSES) if target == "near" else 10
@@ -161,9 +166,42 @@ def target_run(name, target, k, arm, draw, seed, sitting):
       bindings=(*COMMON, f"SEED = {seed}", *data, f"BATCH_SIZE = {BATCH}",
                 f"InputPipeline.echo_factor = {echo}", f"EPOCHS = {epochs}",
                 f"Runtime.checkpoint_every_epochs = {epochs}",
-                *([] if arm == SCRATCH else pretrained), *sitting.extra, *arm_bindings),
+                *([] if arm == SCRATCH else pretrained), *sitting.extra,
+                *([] if rate == RECIPE_RATE else [f"LEARNING_RATE = {rate!r}"]),
+                *arm_bindings),
       model_dir=os.path.join(sitting.root, name, target, f"k{k}", SHORT[arm],
+                             *([] if rate == RECIPE_RATE else [f"lr{rate!r}"]),
                              f"draw{draw}_seed{seed}"))
+
+
+def choose_rates(runs, rates):
+  """(chosen runs, choices): for every (family, target, k, arm) of `runs` (records with
+  a "learning_rate"), the rate in `rates` whose runs have the highest mean validation
+  accuracy (the first in `rates` on a tie), and that rate's runs. Test accuracy plays
+  no part. A choice is only made among rates with the same (draw, seed) pairs."""
+  cells = {}
+  for r in runs:
+    cells.setdefault((r["family"], r["target"], r["k"], r["arm"]), []).append(r)
+  chosen, choices = [], []
+  for (family, target, k, arm), cell in cells.items():
+    by_rate = {rate: [r for r in cell if r["learning_rate"] == rate] for rate in rates}
+    by_rate = {rate: rs for rate, rs in by_rate.items() if rs}
+    pairs_of = {rate: sorted((r["draw"], r["seed"]) for r in rs)
+                for rate, rs in by_rate.items()}
+    if len({tuple(p) for p in pairs_of.values()}) != 1:
+      raise ValueError(f"{family} {target} k={k} {arm}: the rates ran different "
+                       f"(draw, seed) pairs: {pairs_of}")
+    if any(r.get("validation_balanced_accuracy") is None for r in cell):
+      raise ValueError(f"{family} {target} k={k} {arm}: a run has no validation "
+                       "accuracy to choose a rate on")
+    validation = {rate: sum(r["validation_balanced_accuracy"] for r in rs) / len(rs)
+                  for rate, rs in by_rate.items()}
+    best = max(validation, key=lambda rate: (validation[rate], -rates.index(rate)))
+    chosen += by_rate[best]
+    choices.append({"family": family, "target": target, "k": k, "arm": arm,
+                    "runs": len(by_rate[best]), "validation": validation,
+                    "chosen": best})
+  return chosen, choices
 
 
 def export_source(name, model_dir, path):
@@ -301,6 +339,10 @@ flags.DEFINE_string("fashion_mnist_dir", "/usr/share/datasets/fashion-mnist",
                     "Zalando's four Fashion-MNIST files (Debian's dataset-fashion-mnist).")
 flags.DEFINE_integer("steps", STEPS, "Steps of a target run (about: whole epochs).",
                      lower_bound=3)
+flags.DEFINE_list("learning_rates", [RECIPE_RATE], "Target runs' rates, each positive "
+                  f"or '{RECIPE_RATE}' (the recipe's own, no binding): with more than one, "
+                  "every arm of a cell runs each and reports the one of the best mean "
+                  "validation accuracy.")
 flags.DEFINE_integer("source_epochs", None, "Epochs of every source run (default: the "
                      "family's).", lower_bound=1)
 runs_lib.define_flags("runs/transfer_benchmark", "arm")
@@ -321,17 +363,39 @@ def known(flag, values, choices):
   return tuple(values)
 
 
+def learning_rates(values, arms):
+  """--learning_rates as (RECIPE_RATE or positive floats, ...), each once."""
+  rates = []
+  for v in values:
+    try:
+      rate = v if v == RECIPE_RATE else float(v)
+    except ValueError:
+      rate = None
+    if rate is None or (rate != RECIPE_RATE and not 0 < rate < float("inf")) or (
+        rate in rates):
+      runs_lib.fail(f"--learning_rates={','.join(values)}: give distinct positive rates or "
+                    f"'{RECIPE_RATE}', e.g. --learning_rates={RECIPE_RATE},0.001")
+    rates.append(rate)
+  if not rates:
+    runs_lib.fail(f"--learning_rates is empty: give e.g. --learning_rates={RECIPE_RATE}")
+  if rates != [RECIPE_RATE] and "BiT-HyperRule" in arms:
+    runs_lib.fail("--arms=bit sets its own rate (BiT-HyperRule): leave it out of a "
+                  f"--learning_rates other than {RECIPE_RATE}")
+  return tuple(rates)
+
+
 def chosen():
-  """The grid: families, targets, shots, arms, draws, seeds."""
+  """The grid: families, targets, shots, arms, draws, seeds, learning rates."""
   if FLAGS.quick:
-    return QUICK
+    return dict(QUICK, rates=(RECIPE_RATE,))
   by_short = {s: a for a, s in SHORT.items()}
+  arms = tuple(by_short[a] for a in known("arms", FLAGS.arms, list(by_short)))
   return dict(families=known("families", FLAGS.families, list(FAMILIES)),
               targets=known("targets", FLAGS.targets, list(TARGETS)),
               shots=tuple(sorted(set(whole_numbers("shots", FLAGS.shots, 1)))),
-              arms=tuple(by_short[a] for a in known("arms", FLAGS.arms, list(by_short))),
-              draws=whole_numbers("draws", FLAGS.draws, 0),
-              seeds=whole_numbers("seeds", FLAGS.seeds, 0))
+              arms=arms, draws=whole_numbers("draws", FLAGS.draws, 0),
+              seeds=whole_numbers("seeds", FLAGS.seeds, 0),
+              rates=learning_rates(FLAGS.learning_rates, arms))
 
 
 def pairs(grid, k):
@@ -358,7 +422,7 @@ def main(argv):
              "source_classes": list(SOURCE_CLASSES), "near_classes": list(NEAR_CLASSES),
              "families": list(grid["families"]), "targets": list(grid["targets"]),
              "shots": list(grid["shots"]), "extra_bindings": FLAGS.gin_bindings,
-             "arms": list(grid["arms"]),
+             "arms": list(grid["arms"]), "learning_rates": list(grid["rates"]),
              "draws": list(grid["draws"]), "seeds": list(grid["seeds"]),
              "command": "./bazelw run //benchmarks:transfer -- " + " ".join(
                  shlex.quote(a) for a in sys.argv[1:]),
@@ -381,24 +445,41 @@ def main(argv):
     print(f"source {name}: test accuracy {source['balanced_accuracy']:.3f} on the source "
           f"classes; weights {source['weights']} ({time.time() - began:.0f} s so far)",
           flush=True)
-    pretrained = dataclasses.replace(sitting, weights=source["weights"],
-                                     sha256=source["sha256"])
-    for target in grid["targets"]:
-      for k in grid["shots"]:
-        for arm in grid["arms"]:
-          for draw, seed in pairs(grid, k):
-            metrics, wall = train(target_run(name, target, k, arm, draw, seed, pretrained))
-            results["runs"].append({"family": name, "target": target, "k": k, "arm": arm,
-                                    "draw": draw, "seed": seed, **record(metrics, wall)})
-            print(f"{name} {target} k={k} {arm} draw {draw} seed {seed}: "
-                  f"{metrics['balanced_accuracy']:.3f} ({time.time() - began:.0f} s so far)",
-                  flush=True)
+    results["runs"] += fine_tune(name, grid, dataclasses.replace(
+        sitting, weights=source["weights"], sha256=source["sha256"]), train, began)
   for target in grid["targets"]:
     arrays = target_arrays(target, FLAGS.fashion_mnist_dir)
     results["pixel_centroid"][target] = {str(k): pixel_centroid(arrays, k)
                                          for k in grid["shots"]}
+  if len(grid["rates"]) > 1:  # the table's runs: each cell's arm at its chosen rate
+    results["rate_runs"] = results["runs"]
+    try:
+      results["runs"], results["rate_choices"] = choose_rates(results["rate_runs"],
+                                                              list(grid["rates"]))
+    except ValueError as e:
+      runs_lib.fail(str(e))
   results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
   write(results, root)
+
+
+def fine_tune(name, grid, sitting, train, began):
+  """The records of family `name`'s target runs of `grid` (trained by `train`, or read
+  back), in the order of the table: target, k, arm, rate, (draw, seed)."""
+  records = []
+  for target in grid["targets"]:
+    for k in grid["shots"]:
+      for arm in grid["arms"]:
+        for rate in grid["rates"]:
+          for draw, seed in pairs(grid, k):
+            metrics, wall = train(target_run(name, target, k, arm, draw, seed, sitting,
+                                             rate))
+            records.append({"family": name, "target": target, "k": k, "arm": arm,
+                            "learning_rate": rate, "draw": draw, "seed": seed,
+                            **record(metrics, wall)})
+            print(f"{name} {target} k={k} {arm} rate {rate} draw {draw} seed {seed}: "
+                  f"{metrics['balanced_accuracy']:.3f} ({time.time() - began:.0f} s so far)",
+                  flush=True)
+  return records
 
 
 def pretrain(name, sitting, train):
@@ -419,6 +500,7 @@ def pretrain(name, sitting, train):
 def write(results, root):
   """Prints the tables and writes transfer.json, transfer.md and transfer.png."""
   text = (tables.transfer_caption(results) + "\n\n" + tables.transfer(results) + "\n\n"
+          + (tables.transfer_rates(results) + "\n\n" if "rate_choices" in results else "")
           + tables.pixel_centroid(results))
   print(text)
   runs_lib.write_results(root, "transfer", results, text)

@@ -60,6 +60,64 @@ class LengthTest(tf.test.TestCase):
     self.assertNotIn(bench.CLASSES_GIN, far.gin_files)
 
 
+class RateChoiceTest(tf.test.TestCase):
+
+  @staticmethod
+  def runs(arm, rate, validation, test, pairs=((0, 0), (0, 1), (1, 0))):
+    return [{"family": "resnet50", "target": "far", "k": 10, "arm": arm,
+             "learning_rate": rate, "draw": d, "seed": s,
+             "validation_balanced_accuracy": validation + 0.01 * i,
+             "balanced_accuracy": test + 0.01 * i} for i, (d, s) in enumerate(pairs)]
+
+  def test_a_rate_binds_learning_rate_in_a_folder_of_its_own_and_the_recipes_none(self):
+    sitting = bench.Sitting("/r", "/fm", weights="/w.h5", sha256="00")
+    recipe = bench.target_run("resnet50", "far", 5, bench.LINEAR, 1, 2, sitting)
+    self.assertEqual(recipe.model_dir, "/r/resnet50/far/k5/linear/draw1_seed2")
+    self.assertFalse([b for b in recipe.bindings if b.startswith("LEARNING_RATE")])
+    self.assertEqual(recipe, bench.target_run("resnet50", "far", 5, bench.LINEAR, 1, 2,
+                                              sitting, bench.RECIPE_RATE))
+    low = bench.target_run("resnet50", "far", 5, bench.LINEAR, 1, 2, sitting, 0.001)
+    self.assertEqual(low.model_dir, "/r/resnet50/far/k5/linear/lr0.001/draw1_seed2")
+    self.assertIn("LEARNING_RATE = 0.001", low.bindings)
+    self.assertEqual(set(low.bindings) - set(recipe.bindings), {"LEARNING_RATE = 0.001"})
+
+  def test_the_rate_of_the_best_mean_validation_accuracy_whatever_the_test_says(self):
+    rates = [bench.RECIPE_RATE, 0.001, 0.1]
+    runs = (self.runs("full fine-tune", bench.RECIPE_RATE, 0.50, 0.90)
+            + self.runs("full fine-tune", 0.001, 0.60, 0.40)  # best on validation
+            + self.runs("full fine-tune", 0.1, 0.55, 0.95)    # best on test: not chosen
+            + self.runs(bench.LINEAR, bench.RECIPE_RATE, 0.70, 0.5)  # tie: the first
+            + self.runs(bench.LINEAR, 0.001, 0.70, 0.6))
+    chosen, choices = bench.choose_rates(runs, rates)
+    by_arm = {c["arm"]: c for c in choices}
+    self.assertEqual(by_arm["full fine-tune"]["chosen"], 0.001)
+    self.assertAllClose(by_arm["full fine-tune"]["validation"][0.001], 0.61)  # mean
+    self.assertEqual(by_arm[bench.LINEAR]["chosen"], bench.RECIPE_RATE)
+    self.assertEqual(sorted((r["arm"], r["learning_rate"]) for r in chosen),
+                     sorted([("full fine-tune", 0.001)] * 3
+                            + [(bench.LINEAR, bench.RECIPE_RATE)] * 3))
+    results = {"learning_rates": rates, "rate_choices": choices}
+    rows = tables.transfer_rates(results).splitlines()
+    self.assertEqual(rows[0], "| family | target | k | arm | runs | validation @ recipe | "
+                              "validation @ 0.001 | validation @ 0.1 | chosen rate |")
+    self.assertEqual(rows[2], "| resnet50 | far | 10 | full fine-tune | 3 | 0.510 | 0.610 | "
+                              "0.560 | 0.001 |")
+    self.assertEqual(rows[3], "| resnet50 | far | 10 | linear probe | 3 | 0.710 | 0.710 | "
+                              "n/a | recipe |")
+    again = json.loads(json.dumps(results))  # as the docs read it back
+    self.assertEqual(tables.transfer_rates(again), tables.transfer_rates(results))
+
+  def test_rates_on_other_pairs_or_without_validation_are_refused(self):
+    runs = (self.runs(bench.LINEAR, bench.RECIPE_RATE, 0.5, 0.5)
+            + self.runs(bench.LINEAR, 0.01, 0.5, 0.5, pairs=((0, 0), (0, 1), (2, 2))))
+    with self.assertRaisesRegex(ValueError, "different \\(draw, seed\\) pairs"):
+      bench.choose_rates(runs, [bench.RECIPE_RATE, 0.01])
+    runs = self.runs(bench.LINEAR, bench.RECIPE_RATE, 0.5, 0.5)
+    runs[1]["validation_balanced_accuracy"] = None
+    with self.assertRaisesRegex(ValueError, "no validation accuracy"):
+      bench.choose_rates(runs, [bench.RECIPE_RATE])
+
+
 class PixelCentroidTest(tf.test.TestCase):
 
   def test_nearest_class_mean_by_hand(self):
@@ -223,14 +281,42 @@ class CommandTest(tf.test.TestCase):
                      [r["balanced_accuracy"] for r in results["runs"]])
     self.assertEqual([r["wall_seconds"] for r in reread["runs"]],
                      [r["wall_seconds"] for r in results["runs"]])
+    # A rate sweep: the recipe's run read back, 0.5 run anew; the choice on validation.
+    swept = self.command(*[a for a in args if not a.startswith("--arms")], "--arms=linear",
+                         "--learning_rates=recipe,0.5")
+    self.assertEqual(swept.returncode, 0, msg=swept.stderr[-3000:])
+    with open(os.path.join(out, "transfer.json")) as f:
+      sweep = json.load(f)
+    self.assertEqual([(r["learning_rate"], r["wall_seconds"]) for r in sweep["rate_runs"]][0],
+                     ("recipe", results["runs"][1]["wall_seconds"]))
+    fast = bench.target_run("nfnet_nano", "near", 1, bench.LINEAR, 0, 0, bench.Sitting(
+        out, data, source["weights"], source["sha256"], steps=4,
+        extra=("fashion_mnist.md5 = None",)), 0.5)
+    self.assertTrue(operative.same_value(operative.operative_values(os.path.join(
+        fast.model_dir, "operative_config.gin"))["LEARNING_RATE"], "0.5"))
+    (choice,) = sweep["rate_choices"]
+    validation = {r["learning_rate"]: r["validation_balanced_accuracy"]
+                  for r in sweep["rate_runs"]}
+    self.assertEqual(choice["chosen"], max(["recipe", 0.5], key=lambda r: (
+        validation[r], r == "recipe")))
+    self.assertEqual([r["learning_rate"] for r in sweep["runs"]], [choice["chosen"]])
+    self.assertIn("| validation @ recipe | validation @ 0.5 | chosen rate |", swept.stdout)
 
   def test_bad_flags_are_one_line_errors(self):
     for flag, message in (("--shots=0", "--shots=0: give whole numbers >= 1"),
                           ("--shots=a", "--shots=a: give whole numbers"),
                           ("--families=vgg", "--families=vgg: choose from nfnet_nano"),
                           ("--arms=full,dropout", "choose from scratch, linear"),
-                          ("--fashion_mnist_dir=/nonexistent", "is not a directory")):
-      done = self.command(flag, f"--out_dir={self.create_tempdir().full_path}")
+                          ("--fashion_mnist_dir=/nonexistent", "is not a directory"),
+                          ("--learning_rates=0", "give distinct positive rates"),
+                          ("--learning_rates=-0.1", "give distinct positive rates"),
+                          ("--learning_rates=nan", "give distinct positive rates"),
+                          ("--learning_rates=fast", "give distinct positive rates"),
+                          ("--learning_rates=0.1,1e-1", "give distinct positive rates"),
+                          ("--learning_rates=", "--learning_rates is empty"),
+                          ("--arms=full,bit --learning_rates=recipe,0.1",
+                           "--arms=bit sets its own rate")):
+      done = self.command(*flag.split(), f"--out_dir={self.create_tempdir().full_path}")
       self.assertEqual(done.returncode, 2, msg=flag)
       self.assertRegex(done.stderr.strip(), f"^error: .*{message}", msg=flag)
       self.assertEqual(len(done.stderr.strip().splitlines()), 1, msg=done.stderr)
