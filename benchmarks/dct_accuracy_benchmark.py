@@ -21,6 +21,7 @@ a default would be chosen on; the test split's difference is reported beside it.
 Writes dct_accuracy.json and dct_accuracy.md.
 """
 
+import hashlib
 import os
 import shutil
 
@@ -51,6 +52,18 @@ flags.DEFINE_integer("epochs", 10, "Epochs of every run.", lower_bound=1)
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (SEED), each run in both arms.")
 runs_lib.define_flags("runs/dct_accuracy_benchmark", "arm")
 flags.adopt_module_key_flags(runs_lib)
+
+
+def tree_key(images, labels, per_class, quality):
+  """A short SHA-256 of what write_tree writes from: the first `per_class` images of
+  every class, their labels and the quality. The folders are named by it, so a folder
+  written from other data (another --fashion_mnist_dir) is never read back as this."""
+  digest = hashlib.sha256(f"{per_class} {quality}".encode())
+  for label in np.unique(labels):
+    indices = np.flatnonzero(labels == label)[:per_class]
+    digest.update(np.int64(label).tobytes() + indices.astype(np.int64).tobytes()
+                  + np.ascontiguousarray(images[indices]).tobytes())
+  return digest.hexdigest()[:16]
 
 
 def write_tree(images, labels, per_class, folder, quality):
@@ -143,7 +156,8 @@ def main(argv):
   root = os.path.abspath(FLAGS.out_dir or os.path.join(
       os.environ.get("BUILD_WORKING_DIRECTORY", "."), "runs", "dct_accuracy_benchmark"))
   trees = tuple(write_tree(*data[split], per_class, os.path.join(
-      root, f"fashion_mnist_{split}_{per_class}_q{FLAGS.quality}"), FLAGS.quality)
+      root, f"fashion_mnist_{split}_{per_class}_q{FLAGS.quality}_"
+      f"{tree_key(*data[split], per_class, FLAGS.quality)}"), FLAGS.quality)
                 for split, per_class in (("train", FLAGS.train_per_class),
                                          ("test", FLAGS.test_per_class)))
   digest = runs_lib.code_digest()

@@ -38,6 +38,22 @@ class WriteTreeTest(tf.test.TestCase):
     self.assertLessEqual(error.max(), 12)
     self.assertFalse(os.path.exists(folder + ".tmp"))
 
+  def test_folders_are_named_by_their_content(self):
+    key = bench.tree_key(self.images, self.labels, 2, 95)
+    self.assertEqual(key, bench.tree_key(self.images.copy(), self.labels.copy(), 2, 95))
+    other = self.images.copy()
+    other[4, 0, 0, 0] ^= 1  # one pixel of an image written (the second of class 1)
+    self.assertNotEqual(key, bench.tree_key(other, self.labels, 2, 95))
+    other = self.images.copy()
+    other[5, 0, 0, 0] ^= 1  # one pixel of an image written (the second of class 2)
+    self.assertNotEqual(key, bench.tree_key(other, self.labels, 2, 95))
+    self.assertNotEqual(key, bench.tree_key(self.images, self.labels, 2, 90))
+    self.assertNotEqual(key, bench.tree_key(self.images, self.labels, 1, 95))
+    relabelled = self.labels[[1, 0, 2, 3, 4, 5]]
+    self.assertNotEqual(key, bench.tree_key(self.images, relabelled, 2, 95))
+    extra = np.concatenate([self.images, self.images[:1]])  # a third image of class 0
+    self.assertEqual(key, bench.tree_key(extra, np.append(self.labels, 0), 2, 95))
+
   def test_too_few_images_a_class_stops_before_writing(self):
     folder = os.path.join(self.create_tempdir().full_path, "train")
     with self.assertRaises(SystemExit) as stop:
