@@ -190,16 +190,18 @@ def transfer_schedules(results):
   return "\n".join(lines)
 
 
-def transfer_rates(results):
+def transfer_rates(results, methods=None):
   """The rate choice of a --learning_rates sweep: for every cell's arm, the mean
   validation accuracy at each rate (over the same draws and seeds) and the rate chosen
   on it; test accuracies take no part."""
   rates = results["learning_rates"]
-  label = lambda rate: rate if isinstance(rate, str) else f"{rate:g}"
+  label = lambda rate: rate if isinstance(rate, str) else repr(rate)  # as its folder
   lines = ["| family | target | k | arm | runs | " + " | ".join(
       f"validation @ {label(r)}" for r in rates) + " | chosen rate |",
            "|---|---|---|---|---|" + "---|" * len(rates) + "---|"]
   for c in results["rate_choices"]:
+    if methods and c["arm"] not in methods:
+      continue
     validation = {str(r): v for r, v in c["validation"].items()}  # JSON's keys: strings
     cells = [f"{validation[str(r)]:.3f}" if str(r) in validation else "n/a" for r in rates]
     lines.append(f"| {c['family']} | {c['target']} | {c['k']} | {c['arm']} | {c['runs']} | "

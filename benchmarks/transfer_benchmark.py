@@ -185,7 +185,9 @@ def choose_rates(runs, rates):
   chosen, choices = [], []
   for (family, target, k, arm), cell in cells.items():
     by_rate = {rate: [r for r in cell if r["learning_rate"] == rate] for rate in rates}
-    by_rate = {rate: rs for rate, rs in by_rate.items() if rs}
+    if not all(by_rate.values()):
+      raise ValueError(f"{family} {target} k={k} {arm}: no runs at rate(s) "
+                       f"{[rate for rate, rs in by_rate.items() if not rs]}")
     pairs_of = {rate: sorted((r["draw"], r["seed"]) for r in rs)
                 for rate, rs in by_rate.items()}
     if len({tuple(p) for p in pairs_of.values()}) != 1:
@@ -387,6 +389,9 @@ def learning_rates(values, arms):
 def chosen():
   """The grid: families, targets, shots, arms, draws, seeds, learning rates."""
   if FLAGS.quick:
+    if FLAGS.learning_rates != [RECIPE_RATE]:
+      runs_lib.fail("--quick runs the recipe's rate: leave out --learning_rates, or give "
+                    "the grid's flags in place of --quick")
     return dict(QUICK, rates=(RECIPE_RATE,))
   by_short = {s: a for a, s in SHORT.items()}
   arms = tuple(by_short[a] for a in known("arms", FLAGS.arms, list(by_short)))
@@ -451,12 +456,13 @@ def main(argv):
     arrays = target_arrays(target, FLAGS.fashion_mnist_dir)
     results["pixel_centroid"][target] = {str(k): pixel_centroid(arrays, k)
                                          for k in grid["shots"]}
-  if len(grid["rates"]) > 1:  # the table's runs: each cell's arm at its chosen rate
+  if grid["rates"] != (RECIPE_RATE,):  # the table's runs: each arm at its chosen rate
     results["rate_runs"] = results["runs"]
     try:
       results["runs"], results["rate_choices"] = choose_rates(results["rate_runs"],
                                                               list(grid["rates"]))
     except ValueError as e:
+      runs_lib.write_results(root, "transfer", results, "")  # every run kept, unchosen
       runs_lib.fail(str(e))
   results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
   write(results, root)

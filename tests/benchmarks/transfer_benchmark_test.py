@@ -74,8 +74,11 @@ class RateChoiceTest(tf.test.TestCase):
     recipe = bench.target_run("resnet50", "far", 5, bench.LINEAR, 1, 2, sitting)
     self.assertEqual(recipe.model_dir, "/r/resnet50/far/k5/linear/draw1_seed2")
     self.assertFalse([b for b in recipe.bindings if b.startswith("LEARNING_RATE")])
-    self.assertEqual(recipe, bench.target_run("resnet50", "far", 5, bench.LINEAR, 1, 2,
-                                              sitting, bench.RECIPE_RATE))
+    self.assertEqual(recipe.bindings, (  # as before rates were a choice: runs read back
+        "Runtime.export_saved_model = False", "SEED = 2", "Task.validation_per_class = 10",
+        "SHOTS = 5", "SPLIT_SEED = 1", "BATCH_SIZE = 20", "InputPipeline.echo_factor = 4",
+        "EPOCHS = 10", "Runtime.checkpoint_every_epochs = 10", "WEIGHTS = '/w.h5'",
+        "zoo.build.weights_sha256 = '00'", "FREEZE_BACKBONE = True"))
     low = bench.target_run("resnet50", "far", 5, bench.LINEAR, 1, 2, sitting, 0.001)
     self.assertEqual(low.model_dir, "/r/resnet50/far/k5/linear/lr0.001/draw1_seed2")
     self.assertIn("LEARNING_RATE = 0.001", low.bindings)
@@ -87,7 +90,8 @@ class RateChoiceTest(tf.test.TestCase):
             + self.runs("full fine-tune", 0.001, 0.60, 0.40)  # best on validation
             + self.runs("full fine-tune", 0.1, 0.55, 0.95)    # best on test: not chosen
             + self.runs(bench.LINEAR, bench.RECIPE_RATE, 0.70, 0.5)  # tie: the first
-            + self.runs(bench.LINEAR, 0.001, 0.70, 0.6))
+            + self.runs(bench.LINEAR, 0.001, 0.70, 0.6)
+            + self.runs(bench.LINEAR, 0.1, 0.40, 0.9))
     chosen, choices = bench.choose_rates(runs, rates)
     by_arm = {c["arm"]: c for c in choices}
     self.assertEqual(by_arm["full fine-tune"]["chosen"], 0.001)
@@ -103,7 +107,7 @@ class RateChoiceTest(tf.test.TestCase):
     self.assertEqual(rows[2], "| resnet50 | far | 10 | full fine-tune | 3 | 0.510 | 0.610 | "
                               "0.560 | 0.001 |")
     self.assertEqual(rows[3], "| resnet50 | far | 10 | linear probe | 3 | 0.710 | 0.710 | "
-                              "n/a | recipe |")
+                              "0.410 | recipe |")
     again = json.loads(json.dumps(results))  # as the docs read it back
     self.assertEqual(tables.transfer_rates(again), tables.transfer_rates(results))
 
@@ -112,6 +116,8 @@ class RateChoiceTest(tf.test.TestCase):
             + self.runs(bench.LINEAR, 0.01, 0.5, 0.5, pairs=((0, 0), (0, 1), (2, 2))))
     with self.assertRaisesRegex(ValueError, "different \\(draw, seed\\) pairs"):
       bench.choose_rates(runs, [bench.RECIPE_RATE, 0.01])
+    with self.assertRaisesRegex(ValueError, "no runs at rate\\(s\\) \\[0.1\\]"):
+      bench.choose_rates(runs, [bench.RECIPE_RATE, 0.01, 0.1])
     runs = self.runs(bench.LINEAR, bench.RECIPE_RATE, 0.5, 0.5)
     runs[1]["validation_balanced_accuracy"] = None
     with self.assertRaisesRegex(ValueError, "no validation accuracy"):
@@ -313,6 +319,11 @@ class CommandTest(tf.test.TestCase):
                           ("--learning_rates=nan", "give distinct positive rates"),
                           ("--learning_rates=fast", "give distinct positive rates"),
                           ("--learning_rates=0.1,1e-1", "give distinct positive rates"),
+                          ("--learning_rates=inf", "give distinct positive rates"),
+                          ("--learning_rates=1e309", "give distinct positive rates"),
+                          ("--learning_rates=recipe,,0.1", "give distinct positive rates"),
+                          ("--learning_rates=recipe,recipe", "give distinct positive rates"),
+                          ("--quick --learning_rates=0.1", "--quick runs the recipe's rate"),
                           ("--learning_rates=", "--learning_rates is empty"),
                           ("--arms=full,bit --learning_rates=recipe,0.1",
                            "--arms=bit sets its own rate")):
