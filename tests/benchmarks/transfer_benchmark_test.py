@@ -275,6 +275,9 @@ class CommandTest(tf.test.TestCase):
       with open(os.path.join(run.model_dir, "operative_config.gin")) as f:
         operative_text = f.read()  # (Gin wraps the long hash onto its own line)
       self.assertEqual(source["sha256"] in operative_text, arm != bench.SCRATCH, msg=arm)
+      self.assertFalse(os.path.exists(os.path.join(run.model_dir, "checkpoints")), msg=arm)
+    self.assertTrue(os.listdir(os.path.join(os.path.dirname(source["weights"]),
+                                            "checkpoints")))  # the source keeps its own
     self.assertIn("| nfnet_nano | near | 1 | linear probe | 1 |", done.stdout)
     self.assertLen(results["pixel_centroid"]["near"]["1"], 50)
     self.assertIn("| near | 1 | 50 |", done.stdout)
