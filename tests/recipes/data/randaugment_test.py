@@ -30,6 +30,26 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
       x = image(shape, seed=shape[1])
       self.assertAllEqual(randaugment.WARPS[name](x, level, REPLACE), theirs(x, level, REPLACE))
 
+  @parameterized.parameters(0, 1)
+  def test_shift_reflect_is_model_gardens_translate_at_every_shift(self, axis):
+    # Whole shifts up to the side take the window; the others (beyond the side,
+    # fractional) Model Garden's warp: every one Model Garden's pixels.
+    x = image([13, 9, 3], seed=axis)
+    side = x.shape[axis]
+    shifts = [float(s) for s in range(-side - 3, side + 4)] + [2.5, -0.5, 1e10, -2.0**31]
+    for shift in shifts:
+      translation = [-shift, 0.] if axis == 1 else [0., -shift]
+      self.assertAllEqual(randaugment.shift_reflect(x, shift, axis),
+                          mg_augment.translate(x, translation), msg=f"shift {shift}")
+
+  def test_shift_reflect_in_a_graph_with_unknown_shapes(self):
+    fn = tf.function(lambda x, s: randaugment.shift_reflect(x, s, 1),
+                     input_signature=[tf.TensorSpec([None, None, 3], tf.uint8),
+                                      tf.TensorSpec([], tf.float32)])
+    x = image([6, 7, 3])
+    for shift in (-7., -3., 0., 4., 7., 8.):
+      self.assertAllEqual(fn(x, shift), mg_augment.translate(x, [-shift, 0.]))
+
   def test_the_fourth_channel_it_drops_is_all_ones(self):
     # Why the warps are exact: under Model Garden's reflecting fill, the ones channel
     # `wrap` adds stays 1 after any of its warps, so `unwrap` greys nothing.
