@@ -175,7 +175,8 @@ def plan_run(optimization, runtime, data, base_pipeline):
   """The hyperrule's plan, if the run has one, else the run's own settings."""
   rule = optimization.hyperrule
   if rule is None:
-    return DerivedSettings(pipeline={}, steps=runtime.steps, learning_rate=optimization.learning_rate)
+    return DerivedSettings(pipeline={}, steps=runtime.steps,
+                           learning_rate=optimization.learning_rate)
   if optimization.phases:
     raise ConfigError("Optimization.hyperrule sets one schedule for the whole run; it does "
                       "not combine with Optimization.phases (set HEAD_EPOCHS = 0)")
@@ -190,8 +191,8 @@ def plan_run(optimization, runtime, data, base_pipeline):
     del total_steps, steps_per_epoch
     return plan.learning_rate
 
-  return DerivedSettings(pipeline=dict(plan.pipeline), steps=plan.steps, learning_rate=learning_rate,
-              rule_note=plan.note, derived=derived)
+  return DerivedSettings(pipeline=dict(plan.pipeline), steps=plan.steps,
+                         learning_rate=learning_rate, rule_note=plan.note, derived=derived)
 
 
 def resolve_pipeline(base, overrides, model, card, full_frame=False):

@@ -357,14 +357,6 @@ class InputPipeline:
       return images
     return self._normalize(images)
 
-  def _host_batch(self, images):
-    """What leaves the host: normalised float32, or uint8 pixels (`uint8_batches`)."""
-    return images if self.uint8_batches else self._normalize(images)
-
-  @staticmethod
-  def _whole_pixels(image):
-    return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
-
   def _resize(self, image):
     """The deterministic first step of training preprocessing (cached); the image as it
     is when a random resized crop comes later."""
@@ -490,7 +482,7 @@ class InputPipeline:
       image, label = example
       key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
       image = self._augment(image, key)
-      return (self._whole_pixels(image) if self.uint8_batches else image), label
+      return (augment.whole_pixels(image) if self.uint8_batches else image), label
 
     early = not share.whole and not echoing and not self.mixes
     ds = ds.enumerate()
@@ -501,8 +493,9 @@ class InputPipeline:
     if echoing and self.echo_placement == "after_augmentation":
       ds = echo_examples(ds)
     ds = ds.batch(share.per_replica if early else self.batch_size, drop_remainder=True)
-    ds = ds.map(lambda images, label: (self._host_batch(images), label),
-                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if not self.uint8_batches:  # uint8 batches leave the host as they are
+      ds = ds.map(lambda images, label: (self._normalize(images), label),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if self.remix is not None:
       counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
       ds = augment.remix(self.remix, ds, counts, epoch_seed)
@@ -531,7 +524,7 @@ class InputPipeline:
 
   def _eval_output(self, pixels):
     if self.uint8_batches:
-      return self._whole_pixels(pixels)
+      return augment.whole_pixels(pixels)
     return card_lib.normalize_pixels(pixels, self.mean, self.std)
 
   def eval_dataset(self, source, split="test", indices=None, context=None):
