@@ -28,8 +28,8 @@ DCT_RATIOS = (1, 2, 4, 8)
 
 
 def randaugment_op(randaugment):
-  """Model Garden's RandAugment for (num_layers, magnitude), its geometric ops warping
-  the image alone (`randaugment.RandAugment`: the same pixels); None for () or None."""
+  """Model Garden's RandAugment for (num_layers, magnitude) with the same pixels at less
+  cost (`randaugment.RandAugment`); None for () or None."""
   return randaugment_lib.RandAugment(*randaugment) if randaugment else None
 
 

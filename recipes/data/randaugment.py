@@ -1,5 +1,5 @@
-"""RandAugment (Cubuk et al. 2020) as Model Garden's, its geometric ops warping the
-image itself.
+"""RandAugment (Cubuk et al. 2020) as Model Garden's: its draws, its ops and its pixels,
+at a fraction of the cost.
 
 Model Garden's Rotate, ShearX/Y and TranslateX/Y (`official.vision.ops.augment`) add a
 fourth channel of ones to the image (`wrap`), warp the four channels with
@@ -7,30 +7,35 @@ fourth channel of ones to the image (`wrap`), warp the four channels with
 its `transform`) and then grey (128) the pixels whose fourth channel came out 0
 (`unwrap`). Under reflection every output pixel samples some input pixel, so that
 channel is 1 everywhere and `unwrap` greys nothing: the op is the warp of the three
-channels alone. Here the geometric ops are that warp, by Model Garden's own
-`rotate`, `translate` and `transform` on the image: the same pixels (tested op by op)
-without the copy into four channels, the fourth channel's warp and the pass that
-reads it. The other ops, the choice of ops and their magnitudes are Model Garden's.
+channels alone. Here (OURS, each tested equal to Model Garden's op):
 
-TranslateX/Y by a whole number of pixels no larger than the side (Model Garden's
-default: magnitude / 10 x 100 px) are no warp at all: under the reflecting fill the
-output is a window of the image between its two mirror images (`shift_reflect`), the
-same pixels as the nearest-neighbour warp (its source coordinate is whole, so its
-rounding does nothing; tested), at the cost of copies. Other shifts take the warp.
+- TranslateX/Y by a whole number of pixels no larger than the side (Model Garden's
+  default: magnitude / 10 x 100 px): no warp at all, the window of the image between
+  its two mirror images at the shift (`shift_reflect`); the warp's source coordinate is
+  whole there, so its rounding does nothing. Other shifts take the warp.
+- Rotate, ShearX/Y: at a fixed magnitude each takes one of two matrices (Model Garden
+  negates its level half the time), so on images of a static shape the warp's own
+  output on an image of pixel indices is made once per matrix (`known_warps`) and the
+  op is one gather of the pixels by it, chosen where the op's matrix equals that one
+  (`warp`); any other matrix (a random magnitude, another shape) takes the warp.
+- Solarize and SolarizeAdd: the same values in 8-bit arithmetic, without Model
+  Garden's select (and SolarizeAdd's int64 copy).
 
-Not done: composing two chosen geometric ops into one warp. Two nearest-neighbour
-warps round twice and the second reflects what the first reflected; one warp of the
-composed matrix does neither, so it would not give Model Garden's pixels. The exact
-composition is a warp of an index image followed by one gather of the pixels, which
-costs about as much as the second warp it replaces (measured while building this), and
-both geometric ops are drawn for one image in 12 (RandAugment(2, m), 5 of 17 choices a
-layer).
+The other ops, the choice of ops, their magnitudes and the random draws are Model
+Garden's, in its order: under the same draws, the same pixels for the whole policy.
+
+Not done: composing two chosen geometric ops into one warp of the composed matrix.
+Two nearest-neighbour warps round twice and the second reflects what the first
+reflected; one warp of the composed matrix does neither, so it would not give Model
+Garden's pixels. The exact composition is the second op's gather of the first op's
+index map, which would save one pixel gather for the images that draw two geometric
+ops (one in 12 under RandAugment(2, m): 5 of 17 choices a layer).
 """
+import math
 
 import tensorflow as tf
 
 from official.vision.ops import augment as mg_augment
-
 
 
 def shift_reflect(image, shift, axis):
@@ -57,43 +62,142 @@ def shift_reflect(image, shift, axis):
   return tf.cond(fits, window, warp)
 
 
-# Model Garden's geometric ops on the image alone: (image, *Model Garden's args).
-WARPS = {
-    "Rotate": lambda image, degrees, replace: mg_augment.rotate(image, degrees),
+def rotation(degrees, height, width):
+  """Model Garden's `rotate` matrix [8] for `degrees` on a height x width image, by its
+  own steps (`_convert_angles_to_transform`)."""
+  radians = tf.cast(degrees * (math.pi / 180.0), tf.float32)
+  return mg_augment._convert_angles_to_transform(  # pylint: disable=protected-access
+      radians, tf.cast(width, tf.float32), tf.cast(height, tf.float32))[0]
+
+
+def shear_x(level, height, width):
+  del height, width
+  return tf.convert_to_tensor([1., level, 0., 0., 1., 0., 0., 0.], tf.float32)
+
+
+def shear_y(level, height, width):
+  del height, width
+  return tf.convert_to_tensor([1., 0., 0., level, 1., 0., 0., 0.], tf.float32)
+
+
+MATRICES = {"Rotate": rotation, "ShearX": shear_x, "ShearY": shear_y}
+# Model Garden's level of each of them (`_rotate_level_to_arg`, `_shear_level_to_arg`),
+# which it then negates half the time.
+LEVELS = {"Rotate": lambda magnitude: (magnitude / mg_augment._MAX_LEVEL) * 30.,  # pylint: disable=protected-access
+          "ShearX": lambda magnitude: (magnitude / mg_augment._MAX_LEVEL) * 0.3,  # pylint: disable=protected-access
+          "ShearY": lambda magnitude: (magnitude / mg_augment._MAX_LEVEL) * 0.3}  # pylint: disable=protected-access
+
+
+def index_map(matrix, height, width):
+  """Which input pixel each output pixel of Model Garden's warp by `matrix` reads, as
+  flat indices [height * width]: that warp of an image of pixel indices."""
+  index = tf.reshape(tf.range(height * width), [height, width, 1])
+  return tf.reshape(mg_augment.transform(index, matrix), [-1])
+
+
+def known_warps(name, magnitude, height, width):
+  """(matrix, index map) of op `name` at `magnitude` on a height x width image, for
+  each sign of Model Garden's level, made once (eagerly) when the graph is built. The
+  level reaches the op as a float32 tensor in a graph and as a Python float in eager
+  mode (its `tf.cond` hands back the branch's value), whose matrices differ in the last
+  bits: both are kept."""
+  level = LEVELS[name](magnitude)
+  pairs = {}
+  with tf.init_scope():
+    for signed in (level, -level, tf.constant(level, tf.float32),
+                   -tf.constant(level, tf.float32)):
+      matrix = MATRICES[name](signed, height, width).numpy()
+      if matrix.tobytes() not in pairs:
+        pairs[matrix.tobytes()] = (matrix, index_map(matrix, height, width).numpy())
+  return tuple(pairs.values())
+
+
+def warp(image, matrix, known=()):
+  """Model Garden's `transform` of `image` [height, width, channels] by `matrix` [8];
+  where `matrix` equals one of `known` (`known_warps` for this shape), one gather of the
+  pixels by its index map instead: the same pixels, as the map is that warp's own."""
+  def gather(indices):
+    pixels = tf.reshape(image, [-1, tf.shape(image)[-1]])
+    return tf.reshape(tf.gather(pixels, indices), tf.shape(image))
+
+  fallback = lambda: mg_augment.transform(image, matrix)
+  cases = [(tf.reduce_all(tf.equal(matrix, m)), lambda i=i: gather(i)) for m, i in known]
+  return tf.case(cases, default=fallback) if cases else fallback()
+
+
+def geometric(name, image, level, known=()):
+  """Model Garden's op `name` (Rotate, ShearX, ShearY) at its argument `level`."""
+  shape = tf.shape(image)
+  return warp(image, MATRICES[name](level, shape[0], shape[1]), known)
+
+
+def solarize(image, threshold):
+  """Model Garden's `solarize` (x below `threshold`, else 255 - x) of uint8 pixels as
+  x XOR 255 where not below: on 8 bits 255 - x is x ^ 255."""
+  flip = tf.cast(tf.logical_not(image < threshold), tf.uint8) * 255
+  return tf.bitwise.bitwise_xor(image, flip)
+
+
+def solarize_add(image, addition, threshold=128):
+  """Model Garden's `solarize_add` (x + `addition` clipped to [0, 255] where x is below
+  `threshold`) of uint8 pixels, for a whole addition in [0, 255], in 8-bit arithmetic:
+  min(x, 255 - a) + a saturates, and x + below * (that - x) wraps back to it exactly.
+  Other additions: Model Garden's."""
+  if not isinstance(addition, int) or not 0 <= addition <= 255:
+    return mg_augment.solarize_add(image, addition, threshold)
+  saturated = tf.minimum(image, 255 - addition) + addition
+  below = tf.cast(image < threshold, tf.uint8)
+  return image + below * (saturated - image)
+
+
+# Model Garden's ops done here: (image, *Model Garden's args) -> image.
+OURS = {
     "TranslateX": lambda image, pixels, replace: shift_reflect(image, pixels, axis=1),
     "TranslateY": lambda image, pixels, replace: shift_reflect(image, pixels, axis=0),
-    "ShearX": lambda image, level, replace: mg_augment.transform(
-        image, [1., level, 0., 0., 1., 0., 0., 0.]),
-    "ShearY": lambda image, level, replace: mg_augment.transform(
-        image, [1., 0., 0., level, 1., 0., 0., 0.]),
+    "Rotate": lambda image, level, replace: geometric("Rotate", image, level),
+    "ShearX": lambda image, level, replace: geometric("ShearX", image, level),
+    "ShearY": lambda image, level, replace: geometric("ShearY", image, level),
+    "Solarize": solarize,
+    "SolarizeAdd": solarize_add,
 }
 REPLACE = [128] * 3  # Model Garden's grey for the pixels an op empties
 PROB_RANGE = (0.2, 0.8)  # Model Garden's draw of each op's (unused) probability
 
 
 class RandAugment(mg_augment.RandAugment):
-  """Model Garden's RandAugment (num_layers, magnitude, ...), its geometric ops as WARPS.
+  """Model Garden's RandAugment (num_layers, magnitude, ...), its ops in OURS done here.
 
   `distort` makes Model Garden's random draws in its order (the op of a layer, then
   one probability an op, which RandAugment does not use) and runs only the chosen op
-  of each layer (`tf.switch_case`)."""
+  of each layer (`tf.switch_case`). On images of a static shape at a fixed magnitude
+  (`magnitude_std` 0), Rotate and ShearX/Y gather by index maps made once."""
 
-  def _op(self, name, image):
+  def _known(self, image):
+    height, width = image.shape[0], image.shape[1]
+    if self.magnitude_std > 0 or height is None or width is None:
+      return {}
+    return {name: known_warps(name, self.magnitude, height, width) for name in MATRICES}
+
+  def _op(self, name, image, known):
     prob = tf.random.uniform([], minval=PROB_RANGE[0], maxval=PROB_RANGE[1])
     func, _, args = mg_augment._parse_policy_info(  # pylint: disable=protected-access
         name, prob, self.magnitude, REPLACE, self.cutout_const, self.translate_const,
         self.magnitude_std)
-    if name in WARPS:
-      return lambda: WARPS[name](image, *args)
+    if name in known:
+      return lambda: geometric(name, image, args[0], known[name])
+    if name in OURS:
+      return lambda: OURS[name](image, *args)
     return lambda: func(image, None, *args)[0]
 
   def distort(self, image):
     dtype = image.dtype
     if dtype != tf.uint8:
       image = tf.cast(tf.clip_by_value(image, 0.0, 255.0), tf.uint8)
+    known = self._known(image)
     for _ in range(self.num_layers):
       chosen = tf.random.uniform([], maxval=len(self.available_ops) + 1, dtype=tf.int32)
-      branches = [(i, self._op(name, image)) for i, name in enumerate(self.available_ops)]
+      branches = [(i, self._op(name, image, known))
+                  for i, name in enumerate(self.available_ops)]
       augmented = tf.switch_case(chosen, branches, default=lambda x=image: tf.identity(x))
       if self.prob_to_apply is not None:
         augmented = tf.cond(tf.random.uniform([]) < self.prob_to_apply,

@@ -28,7 +28,69 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
   def test_each_warp_is_model_gardens_op(self, name, theirs, level):
     for shape in ([224, 200, 3], [33, 57, 3]):
       x = image(shape, seed=shape[1])
-      self.assertAllEqual(randaugment.WARPS[name](x, level, REPLACE), theirs(x, level, REPLACE))
+      self.assertAllEqual(randaugment.OURS[name](x, level, REPLACE), theirs(x, level, REPLACE))
+
+  @parameterized.parameters(
+      ("Rotate", mg_augment.wrapped_rotate, mg_augment._rotate_level_to_arg, 9),
+      ("ShearX", mg_augment.shear_x, mg_augment._shear_level_to_arg, 9),
+      ("ShearY", mg_augment.shear_y, mg_augment._shear_level_to_arg, 5),
+      ("Rotate", mg_augment.wrapped_rotate, mg_augment._rotate_level_to_arg, 10))
+  def test_the_gathered_warps_are_model_gardens_ops(self, name, theirs, level_to_arg,
+                                                    magnitude):
+    height, width = 37, 52
+    known = randaugment.known_warps(name, magnitude, height, width)
+    x = image([height, width, 3], seed=magnitude)
+    for matrix, indices in known:  # each map is its matrix's warp
+      gathered = tf.reshape(tf.gather(tf.reshape(x, [-1, 3]), indices), x.shape)
+      self.assertAllEqual(gathered, mg_augment.transform(x, matrix))
+
+    def both(_):  # as the pipeline runs it: Model Garden's level, drawn in tf.data
+      level = level_to_arg(float(magnitude))[0]
+      return (randaugment.geometric(name, x, level, known), theirs(x, level, REPLACE),
+              level)
+
+    levels = set()
+    for ours, model_gardens, level in tf.data.Dataset.range(10).map(both):
+      self.assertAllEqual(ours, model_gardens)
+      levels.add(float(level))
+    self.assertLen(levels, 2)
+
+  @parameterized.parameters(("Rotate", mg_augment._rotate_level_to_arg),
+                            ("ShearX", mg_augment._shear_level_to_arg))
+  def test_the_known_matrices_are_those_model_garden_draws(self, name, level_to_arg):
+    # Else the gathers would never be chosen (and every op would take the warp): in
+    # tf.data's graphs, where the level is a float32 tensor, and eagerly, where it is a
+    # Python float (the bits differ).
+    known = randaugment.known_warps(name, 9, 30, 20)
+    drawn = lambda *_: randaugment.MATRICES[name](level_to_arg(9.)[0], 30, 20)
+    tf.random.set_seed(0)
+    in_tf_data = list(tf.data.Dataset.range(12).map(drawn).as_numpy_iterator())
+    for where, matrices in (("tf.data", in_tf_data), ("eager", [drawn().numpy()
+                                                              for _ in range(12)])):
+      for matrix in matrices:
+        self.assertTrue(any((matrix == m).all() for m, _ in known), msg=f"{where} {matrix}")
+      self.assertEqual({bool(matrix[1] > 0) for matrix in matrices}, {True, False})
+
+  def test_a_known_matrix_takes_its_map_and_another_takes_the_warp(self):
+    x = image([9, 7, 3])
+    matrix = randaugment.rotation(tf.constant(30.), 9, 7)
+    reversed_map = tf.range(63)[::-1]
+    got = randaugment.warp(x, matrix, known=[(matrix.numpy(), reversed_map.numpy())])
+    self.assertAllEqual(got, tf.reverse(x, [0, 1]))  # the map, not the warp
+    other = randaugment.rotation(tf.constant(31.), 9, 7)
+    got = randaugment.warp(x, other, known=[(matrix.numpy(), reversed_map.numpy())])
+    self.assertAllEqual(got, mg_augment.transform(x, other))
+
+  def test_solarize_and_solarize_add_give_model_gardens_values_for_every_pixel(self):
+    x = tf.reshape(tf.range(256, dtype=tf.int32), [16, 16, 1])
+    x = tf.cast(tf.tile(x, [1, 1, 3]), tf.uint8)
+    for threshold in (0, 1, 100, 128, 230, 255):
+      self.assertAllEqual(randaugment.solarize(x, threshold),
+                          mg_augment.solarize(x, threshold))
+      for addition in (0, 1, 50, 99, 110, 255, -20):
+        self.assertAllEqual(randaugment.solarize_add(x, addition, threshold),
+                            mg_augment.solarize_add(x, addition, threshold),
+                            msg=f"{addition}, {threshold}")
 
   @parameterized.parameters(0, 1)
   def test_shift_reflect_is_model_gardens_translate_at_every_shift(self, axis):
