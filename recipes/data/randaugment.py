@@ -176,7 +176,10 @@ class RandAugment(mg_augment.RandAugment):
     height, width = image.shape[0], image.shape[1]
     if self.magnitude_std > 0 or height is None or width is None:
       return {}
-    return {name: known_warps(name, self.magnitude, height, width) for name in MATRICES}
+    # As tensors of the distort graph, captured by each layer's branches (not copied).
+    return {name: tuple((tf.constant(m), tf.constant(i))
+                        for m, i in known_warps(name, self.magnitude, height, width))
+            for name in MATRICES}
 
   def _op(self, name, image, known):
     prob = tf.random.uniform([], minval=PROB_RANGE[0], maxval=PROB_RANGE[1])
