@@ -5,9 +5,10 @@ Model Garden's Rotate, ShearX/Y and TranslateX/Y (`official.vision.ops.augment`)
 fourth channel of ones to the image (`wrap`), warp the four channels with
 `ImageProjectiveTransformV3` (nearest neighbour, `fill_mode` "reflect", the default of
 its `transform`) and then grey (128) the pixels whose fourth channel came out 0
-(`unwrap`). Under reflection every output pixel samples some input pixel, so that
-channel is 1 everywhere and `unwrap` greys nothing: the op is the warp of the three
-channels alone. Here (OURS, each tested equal to Model Garden's op):
+(`unwrap`). Under reflection every output pixel samples some input pixel (where the
+source coordinates are finite: SAFE_ENTRY), so that channel is 1 everywhere and
+`unwrap` greys nothing: the op is the warp of the three channels alone. Here
+(REIMPLEMENTED, each tested equal to Model Garden's op):
 
 - TranslateX/Y by a whole number of pixels no larger than the side (Model Garden's
   default: magnitude / 10 x 100 px): no warp at all, the window of the image between
@@ -31,6 +32,7 @@ Garden's pixels. The exact composition is the second op's gather of the first op
 index map, which would save one pixel gather for the images that draw two geometric
 ops (one in 12 under RandAugment(2, m): 5 of 17 choices a layer).
 """
+import functools
 import math
 
 import tensorflow as tf
@@ -38,11 +40,19 @@ import tensorflow as tf
 from official.vision.ops import augment as mg_augment
 
 
-def shift_reflect(image, shift, axis):
+REPLACE = [128] * 3  # Model Garden's grey for the pixels an op empties
+# The largest matrix entry warped here: with sides under a million, every source
+# coordinate is finite and far inside int64, so the reflecting fill maps each output
+# pixel onto an input pixel. Beyond it (or NaN) the kernel fills, and Model Garden's
+# `unwrap` greys what it filled: such matrices take Model Garden's own op.
+SAFE_ENTRY = 1e6
+
+
+def shift_reflect(image, shift, axis, replace=REPLACE):
   """`image` [height, width, channels] shifted by `shift` pixels along `axis` (0: y, 1:
-  x) as Model Garden's `translate` does it (output[i] = input[i + shift], reflecting
-  fill: [dcba|abcd|dcba]): for a whole shift with |shift| <= the side, the window of
-  the image and its mirrors at the shift; otherwise Model Garden's warp."""
+  x) as Model Garden's `translate_x` / `translate_y` do it (output[i] = input[i +
+  shift], reflecting fill: [dcba|abcd|dcba]): for a whole shift with |shift| <= the
+  side, the window of the image and its mirrors at the shift; otherwise the warp."""
   shift = tf.convert_to_tensor(shift, tf.float32)
   side = tf.shape(image)[axis]
   whole = tf.cast(tf.round(shift), tf.int32)
@@ -53,13 +63,15 @@ def shift_reflect(image, shift, axis):
     begin = tf.one_hot(axis, 3, on_value=side + whole, off_value=0)
     return tf.slice(extended, begin, tf.shape(image))
 
-  def warp():
-    translation = [-shift, 0.] if axis == 1 else [0., -shift]
-    return mg_augment.translate(image, translation)
+  def by_warp():
+    matrix = tf.stack([1., 0., shift, 0., 1., 0., 0., 0.] if axis == 1 else
+                      [1., 0., 0., 0., 1., shift, 0., 0.])
+    their_op = mg_augment.translate_x if axis == 1 else mg_augment.translate_y
+    return warp(image, matrix, their_op=lambda: their_op(image, shift, replace))
 
   fits = tf.logical_and(tf.equal(tf.round(shift), shift),
                         tf.abs(shift) <= tf.cast(side, tf.float32))
-  return tf.cond(fits, window, warp)
+  return tf.cond(fits, window, by_warp)
 
 
 def rotation(degrees, height, width):
@@ -71,11 +83,13 @@ def rotation(degrees, height, width):
 
 
 def shear_x(level, height, width):
+  """Model Garden's `shear_x` matrix [8] (any image size)."""
   del height, width
   return tf.convert_to_tensor([1., level, 0., 0., 1., 0., 0., 0.], tf.float32)
 
 
 def shear_y(level, height, width):
+  """Model Garden's `shear_y` matrix [8] (any image size)."""
   del height, width
   return tf.convert_to_tensor([1., 0., 0., level, 1., 0., 0., 0.], tf.float32)
 
@@ -83,9 +97,12 @@ def shear_y(level, height, width):
 MATRICES = {"Rotate": rotation, "ShearX": shear_x, "ShearY": shear_y}
 # Model Garden's level of each of them (`_rotate_level_to_arg`, `_shear_level_to_arg`),
 # which it then negates half the time.
-LEVELS = {"Rotate": lambda magnitude: (magnitude / mg_augment._MAX_LEVEL) * 30.,  # pylint: disable=protected-access
-          "ShearX": lambda magnitude: (magnitude / mg_augment._MAX_LEVEL) * 0.3,  # pylint: disable=protected-access
-          "ShearY": lambda magnitude: (magnitude / mg_augment._MAX_LEVEL) * 0.3}  # pylint: disable=protected-access
+_MAX_LEVEL = mg_augment._MAX_LEVEL  # pylint: disable=protected-access
+LEVELS = {"Rotate": lambda magnitude: (magnitude / _MAX_LEVEL) * 30.,
+          "ShearX": lambda magnitude: (magnitude / _MAX_LEVEL) * 0.3,
+          "ShearY": lambda magnitude: (magnitude / _MAX_LEVEL) * 0.3}
+THEIR_OPS = {"Rotate": mg_augment.wrapped_rotate, "ShearX": mg_augment.shear_x,
+             "ShearY": mg_augment.shear_y}
 
 
 def index_map(matrix, height, width):
@@ -95,6 +112,7 @@ def index_map(matrix, height, width):
   return tf.reshape(mg_augment.transform(index, matrix), [-1])
 
 
+@functools.lru_cache(maxsize=32)
 def known_warps(name, magnitude, height, width):
   """(matrix, index map) of op `name` at `magnitude` on a height x width image, for
   each sign of Model Garden's level, made once (eagerly) when the graph is built. The
@@ -108,27 +126,34 @@ def known_warps(name, magnitude, height, width):
                    -tf.constant(level, tf.float32)):
       matrix = MATRICES[name](signed, height, width).numpy()
       if matrix.tobytes() not in pairs:
-        pairs[matrix.tobytes()] = (matrix, index_map(matrix, height, width).numpy())
+        indices = index_map(matrix, height, width).numpy()
+        matrix.flags.writeable = indices.flags.writeable = False  # cached: shared
+        pairs[matrix.tobytes()] = (matrix, indices)
   return tuple(pairs.values())
 
 
-def warp(image, matrix, known=()):
-  """Model Garden's `transform` of `image` [height, width, channels] by `matrix` [8];
-  where `matrix` equals one of `known` (`known_warps` for this shape), one gather of the
-  pixels by its index map instead: the same pixels, as the map is that warp's own."""
+def warp(image, matrix, their_op, known=()):
+  """Model Garden's warp of `image` [height, width, channels] by the affine `matrix` [8]
+  (the op `their_op` computes): where `matrix` equals one of `known` (`known_warps` for
+  this shape), one gather of the pixels by its index map (the warp's own); else the
+  warp of the three channels alone; for entries beyond SAFE_ENTRY, `their_op`."""
   def gather(indices):
     pixels = tf.reshape(image, [-1, tf.shape(image)[-1]])
     return tf.reshape(tf.gather(pixels, indices), tf.shape(image))
 
-  fallback = lambda: mg_augment.transform(image, matrix)
+  def by_warp():
+    safe = tf.reduce_all(tf.abs(matrix) <= SAFE_ENTRY)  # False for NaN
+    return tf.cond(safe, lambda: mg_augment.transform(image, matrix), their_op)
+
   cases = [(tf.reduce_all(tf.equal(matrix, m)), lambda i=i: gather(i)) for m, i in known]
-  return tf.case(cases, default=fallback) if cases else fallback()
+  return tf.case(cases, default=by_warp) if cases else by_warp()
 
 
-def geometric(name, image, level, known=()):
+def geometric(name, image, level, replace=REPLACE, known=()):
   """Model Garden's op `name` (Rotate, ShearX, ShearY) at its argument `level`."""
   shape = tf.shape(image)
-  return warp(image, MATRICES[name](level, shape[0], shape[1]), known)
+  return warp(image, MATRICES[name](level, shape[0], shape[1]),
+              their_op=lambda: THEIR_OPS[name](image, level, replace), known=known)
 
 
 def solarize(image, threshold):
@@ -150,22 +175,23 @@ def solarize_add(image, addition, threshold=128):
   return image + below * (saturated - image)
 
 
-# Model Garden's ops done here: (image, *Model Garden's args) -> image.
-OURS = {
-    "TranslateX": lambda image, pixels, replace: shift_reflect(image, pixels, axis=1),
-    "TranslateY": lambda image, pixels, replace: shift_reflect(image, pixels, axis=0),
-    "Rotate": lambda image, level, replace: geometric("Rotate", image, level),
-    "ShearX": lambda image, level, replace: geometric("ShearX", image, level),
-    "ShearY": lambda image, level, replace: geometric("ShearY", image, level),
+# Model Garden's ops reimplemented here, for [height, width, channels] uint8 images:
+# (image, *Model Garden's args) -> image.
+REIMPLEMENTED = {
+    "TranslateX": lambda image, pixels, replace: shift_reflect(image, pixels, 1, replace),
+    "TranslateY": lambda image, pixels, replace: shift_reflect(image, pixels, 0, replace),
+    "Rotate": lambda image, level, replace: geometric("Rotate", image, level, replace),
+    "ShearX": lambda image, level, replace: geometric("ShearX", image, level, replace),
+    "ShearY": lambda image, level, replace: geometric("ShearY", image, level, replace),
     "Solarize": solarize,
     "SolarizeAdd": solarize_add,
 }
-REPLACE = [128] * 3  # Model Garden's grey for the pixels an op empties
 PROB_RANGE = (0.2, 0.8)  # Model Garden's draw of each op's (unused) probability
 
 
 class RandAugment(mg_augment.RandAugment):
-  """Model Garden's RandAugment (num_layers, magnitude, ...), its ops in OURS done here.
+  """Model Garden's RandAugment (num_layers, magnitude, ...), the ops in REIMPLEMENTED
+  done here on single images; a batch or video (rank 4) is Model Garden's own.
 
   `distort` makes Model Garden's random draws in its order (the op of a layer, then
   one probability an op, which RandAugment does not use) and runs only the chosen op
@@ -173,6 +199,7 @@ class RandAugment(mg_augment.RandAugment):
   (`magnitude_std` 0), Rotate and ShearX/Y gather by index maps made once."""
 
   def _known(self, image):
+    """{op: ((matrix, index map) tensors, ...)} of the gathered warps for `image`."""
     height, width = image.shape[0], image.shape[1]
     if self.magnitude_std > 0 or height is None or width is None:
       return {}
@@ -182,17 +209,21 @@ class RandAugment(mg_augment.RandAugment):
             for name in MATRICES}
 
   def _op(self, name, image, known):
+    """Model Garden's draws for op `name`, and a function running it on `image`."""
     prob = tf.random.uniform([], minval=PROB_RANGE[0], maxval=PROB_RANGE[1])
     func, _, args = mg_augment._parse_policy_info(  # pylint: disable=protected-access
         name, prob, self.magnitude, REPLACE, self.cutout_const, self.translate_const,
         self.magnitude_std)
     if name in known:
-      return lambda: geometric(name, image, args[0], known[name])
-    if name in OURS:
-      return lambda: OURS[name](image, *args)
+      return lambda: geometric(name, image, *args, known=known[name])
+    if name in REIMPLEMENTED:
+      return lambda: REIMPLEMENTED[name](image, *args)
     return lambda: func(image, None, *args)[0]
 
   def distort(self, image):
+    """The policy on a uint8 or float image (float comes back float, whole values)."""
+    if image.shape.rank != 3:
+      return super().distort(image)
     dtype = image.dtype
     if dtype != tf.uint8:
       image = tf.cast(tf.clip_by_value(image, 0.0, 255.0), tf.uint8)

@@ -1,5 +1,8 @@
-"""RandAugment with its geometric ops as plain warps: Model Garden's pixels, op by op
-and for the whole policy under the same random draws."""
+"""RandAugment with ops reimplemented (windows, gathers by index maps, 8-bit
+arithmetic): Model Garden's pixels, op by op and for the whole policy under the same
+random draws, and the fast paths taken."""
+
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -28,7 +31,7 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
   def test_each_warp_is_model_gardens_op(self, name, theirs, level):
     for shape in ([224, 200, 3], [33, 57, 3]):
       x = image(shape, seed=shape[1])
-      self.assertAllEqual(randaugment.OURS[name](x, level, REPLACE), theirs(x, level, REPLACE))
+      self.assertAllEqual(randaugment.REIMPLEMENTED[name](x, level, REPLACE), theirs(x, level, REPLACE))
 
   @parameterized.parameters(
       ("Rotate", mg_augment.wrapped_rotate, mg_augment._rotate_level_to_arg, 9),
@@ -46,7 +49,7 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
 
     def both(_):  # as the pipeline runs it: Model Garden's level, drawn in tf.data
       level = level_to_arg(float(magnitude))[0]
-      return (randaugment.geometric(name, x, level, known), theirs(x, level, REPLACE),
+      return (randaugment.geometric(name, x, level, known=known), theirs(x, level, REPLACE),
               level)
 
     levels = set()
@@ -75,11 +78,53 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
     x = image([9, 7, 3])
     matrix = randaugment.rotation(tf.constant(30.), 9, 7)
     reversed_map = tf.range(63)[::-1]
-    got = randaugment.warp(x, matrix, known=[(matrix.numpy(), reversed_map.numpy())])
+    unused = lambda: self.fail("their op, for a safe matrix")
+    got = randaugment.warp(x, matrix, unused, known=[(matrix.numpy(), reversed_map.numpy())])
     self.assertAllEqual(got, tf.reverse(x, [0, 1]))  # the map, not the warp
     other = randaugment.rotation(tf.constant(31.), 9, 7)
-    got = randaugment.warp(x, other, known=[(matrix.numpy(), reversed_map.numpy())])
+    got = randaugment.warp(x, other, unused, known=[(matrix.numpy(), reversed_map.numpy())])
     self.assertAllEqual(got, mg_augment.transform(x, other))
+
+  @parameterized.parameters(
+      ("Rotate", mg_augment.wrapped_rotate), ("ShearX", mg_augment.shear_x),
+      ("ShearY", mg_augment.shear_y), ("TranslateX", mg_augment.translate_x),
+      ("TranslateY", mg_augment.translate_y))
+  def test_levels_whose_warp_fills_take_model_gardens_op(self, name, theirs):
+    # NaN and infinite source coordinates are filled by the kernel, then greyed by
+    # Model Garden's unwrap; the three-channel warp alone would leave them 0.
+    x = image([11, 8, 3])
+    for level in (float("nan"), float("inf"), -float("inf"), 1e39, 3e7, 2.5e6, 1e5):
+      ours = tf.function(lambda x, level: randaugment.REIMPLEMENTED[name](x, level, REPLACE))
+      self.assertAllEqual(ours(x, level), theirs(x, level, REPLACE), msg=f"level {level}")
+
+  def test_the_policy_gathers_by_the_known_maps(self):
+    # With every known map reversed, the policy's output changes: it takes the
+    # gathers (were LEVELS to drift from Model Garden's, it would warp instead).
+    def reversed_maps(*args):
+      return tuple((m, i[::-1]) for m, i in known_warps(*args))
+
+    known_warps = randaugment.known_warps
+    x = image([24, 20, 3])
+    policy = randaugment.RandAugment(2, 9, exclude_ops=[
+        o for o in mg_augment.RandAugment().available_ops
+        if o not in ("Rotate", "ShearX", "ShearY")])
+    def run():  # traced here: the maps are made when the graph is built
+      tf.random.set_seed(3)
+      dataset = tf.data.Dataset.range(8).map(lambda _: policy.distort(x))
+      return list(dataset.as_numpy_iterator())
+
+    honest = run()
+    with mock.patch.object(randaugment, "known_warps", reversed_maps):
+      reversed_ = run()
+    changed = [bool((a != b).any()) for a, b in zip(honest, reversed_)]
+    self.assertGreater(sum(changed), 4)
+
+  def test_a_batch_or_video_is_model_gardens_own(self):
+    x = image([2, 16, 12, 3])
+    tf.random.set_seed(5)
+    got = randaugment.RandAugment(2, 9).distort(x)
+    tf.random.set_seed(5)
+    self.assertAllEqual(got, mg_augment.RandAugment(2, 9).distort(x))
 
   def test_solarize_and_solarize_add_give_model_gardens_values_for_every_pixel(self):
     x = tf.reshape(tf.range(256, dtype=tf.int32), [16, 16, 1])
