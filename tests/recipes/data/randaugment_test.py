@@ -31,7 +31,8 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
   def test_each_warp_is_model_gardens_op(self, name, theirs, level):
     for shape in ([224, 200, 3], [33, 57, 3]):
       x = image(shape, seed=shape[1])
-      self.assertAllEqual(randaugment.REIMPLEMENTED[name](x, level, REPLACE), theirs(x, level, REPLACE))
+      self.assertAllEqual(randaugment.REIMPLEMENTED[name](x, level, REPLACE),
+                          theirs(x, level, REPLACE))
 
   @parameterized.parameters(
       ("Rotate", mg_augment.wrapped_rotate, mg_augment._rotate_level_to_arg, 9),
