@@ -241,14 +241,18 @@ class CommandTest(tf.test.TestCase):
                           cwd=runs_lib.ROOT, env=env, capture_output=True, text=True,
                           check=False)
 
-  def test_every_arm_runs_with_its_bindings_and_a_rerun_reads_them_back(self):
+  def small_release(self):
     data = self.create_tempdir().full_path
     fashion_mnist_test.write_release(data, n_train=1300, n_test=50)
     out = self.create_tempdir().full_path
     args = [f"--out_dir={out}", f"--fashion_mnist_dir={data}", "--families=nfnet_nano",
             "--targets=near", "--shots=1", "--draws=0", "--seeds=0", "--steps=4",
-            f"--arms={','.join(bench.SHORT.values())}",  # every arm (the default is three)
             "--source_epochs=3", "--gin_bindings=fashion_mnist.md5 = None"]  # 3 steps: warm-up
+    return data, out, args
+
+  def test_every_arm_runs_with_its_bindings_and_a_rerun_reads_them_back(self):
+    data, out, args = self.small_release()
+    args.append(f"--arms={','.join(bench.SHORT.values())}")  # every arm (default: three)
     done = self.command(*args)
     self.assertEqual(done.returncode, 0, msg=done.stderr[-3000:])
     with open(os.path.join(out, "transfer.json")) as f:
@@ -290,14 +294,22 @@ class CommandTest(tf.test.TestCase):
                      [r["balanced_accuracy"] for r in results["runs"]])
     self.assertEqual([r["wall_seconds"] for r in reread["runs"]],
                      [r["wall_seconds"] for r in results["runs"]])
-    # A rate sweep: the recipe's run read back, 0.5 run anew; the choice on validation.
-    swept = self.command(*[a for a in args if not a.startswith("--arms")], "--arms=linear",
-                         "--learning_rates=recipe,0.5")
+
+  def test_choosing_a_rate_reads_the_recipes_run_back_and_uses_validation(self):
+    data, out, args = self.small_release()
+    args.append("--arms=linear")
+    first = self.command(*args)
+    self.assertEqual(first.returncode, 0, msg=first.stderr[-3000:])
+    with open(os.path.join(out, "transfer.json")) as f:
+      results = json.load(f)
+    source = results["sources"]["nfnet_nano"]
+    # The recipe's run read back, 0.5 run anew; the choice on validation.
+    swept = self.command(*args, "--learning_rates=recipe,0.5")
     self.assertEqual(swept.returncode, 0, msg=swept.stderr[-3000:])
     with open(os.path.join(out, "transfer.json")) as f:
       sweep = json.load(f)
     self.assertEqual([(r["learning_rate"], r["wall_seconds"]) for r in sweep["rate_runs"]][0],
-                     ("recipe", results["runs"][1]["wall_seconds"]))
+                     ("recipe", results["runs"][0]["wall_seconds"]))
     fast = bench.target_run("nfnet_nano", "near", 1, bench.LINEAR, 0, 0, bench.Sitting(
         out, data, source["weights"], source["sha256"], steps=4,
         extra=("fashion_mnist.md5 = None",)), 0.5)
