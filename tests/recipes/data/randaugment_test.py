@@ -145,10 +145,13 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
     x = image([13, 9, 3], seed=axis)
     side = x.shape[axis]
     shifts = [float(s) for s in range(-side - 3, side + 4)] + [2.5, -0.5, 1e10, -2.0**31]
+    their_op = mg_augment.translate_x if axis == 1 else mg_augment.translate_y
     for shift in shifts:
       translation = [-shift, 0.] if axis == 1 else [0., -shift]
-      self.assertAllEqual(randaugment.shift_reflect(x, shift, axis),
-                          mg_augment.translate(x, translation), msg=f"shift {shift}")
+      ours = randaugment.shift_reflect(x, shift, axis)
+      self.assertAllEqual(ours, mg_augment.translate(x, translation), msg=f"shift {shift}")
+      # and the op RandAugment runs (wrap, warp, unwrap), not only the bare warp
+      self.assertAllEqual(ours, their_op(x, shift, REPLACE), msg=f"shift {shift}")
 
   def test_shift_reflect_in_a_graph_with_unknown_shapes(self):
     fn = tf.function(lambda x, s: randaugment.shift_reflect(x, s, 1),
