@@ -120,6 +120,15 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
     changed = [bool((a != b).any()) for a, b in zip(honest, reversed_)]
     self.assertGreater(sum(changed), 4)
 
+  def test_maps_are_made_only_for_the_ops_the_policy_draws(self):
+    others = [o for o in mg_augment.RandAugment().available_ops
+              if o not in ("Rotate", "ShearX", "ShearY")]
+    x = image([24, 20, 3])
+    no_geometry = randaugment.RandAugment(2, 9, exclude_ops=["Rotate", "ShearX", "ShearY"])
+    self.assertEqual(no_geometry._known(x), {})  # pylint: disable=protected-access
+    rotate_only = randaugment.RandAugment(2, 9, exclude_ops=others + ["ShearX", "ShearY"])
+    self.assertEqual(list(rotate_only._known(x)), ["Rotate"])  # pylint: disable=protected-access
+
   def test_a_batch_or_video_is_model_gardens_own(self):
     x = image([2, 16, 12, 3])
     tf.random.set_seed(5)
@@ -137,6 +146,66 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllEqual(randaugment.solarize_add(x, addition, threshold),
                             mg_augment.solarize_add(x, addition, threshold),
                             msg=f"{addition}, {threshold}")
+
+  def colour_cases(self):
+    """Images whose channels take every value, a narrow range, one value (autocontrast
+    and equalize leave those), two values, and uniform noise; sides from 3."""
+    every = tf.reshape(tf.range(256 * 3, dtype=tf.int32) % 256, [16, 16, 3])
+    cases = [tf.cast(every, tf.uint8), tf.cast(tf.reverse(every, [1]) // 3 + 40, tf.uint8)]
+    flat = lambda value: tf.fill([12, 9, 1], tf.constant(value, tf.uint8))
+    cases.append(tf.concat([image([12, 9, 1], seed=1), flat(255), flat(7)], -1))
+    cases.append(tf.cast(image([10, 14, 3], seed=2) > 200, tf.uint8) * 90 + 3)
+    cases += [image([3, 3, 3], seed=3), image([31, 17, 3], seed=4),
+              image([224, 224, 3], seed=5)]
+    return cases
+
+  @parameterized.parameters(
+      ("AutoContrast", mg_augment.autocontrast, ()), ("Equalize", mg_augment.equalize, ()),
+      ("Sharpness", mg_augment.sharpness, (1.72,)), ("Sharpness", mg_augment.sharpness,
+                                                     (0.1,)),
+      ("Sharpness", mg_augment.sharpness, (1.0,)), ("Sharpness", mg_augment.sharpness,
+                                                    (0.0,)),
+      ("Sharpness", mg_augment.sharpness, (-0.7,)))
+  def test_each_colour_op_is_model_gardens_op(self, name, theirs, args):
+    ours = randaugment.REIMPLEMENTED[name]
+    for x in self.colour_cases():
+      self.assertAllEqual(ours(x, *args), theirs(x, *args), msg=f"{x.shape}")
+      # and in tf.data's graphs, as the pipeline runs them
+      both = tf.data.Dataset.from_tensors(x).map(lambda y: (ours(y, *args),
+                                                            theirs(y, *args)))
+      got, want = next(iter(both))
+      self.assertAllEqual(got, want, msg=f"{x.shape} in tf.data")
+
+  def test_colour_ops_on_other_inputs_are_model_gardens_own(self):
+    x = image([9, 8, 4], seed=6)  # not three channels: Model Garden's own ops
+    self.assertAllEqual(randaugment.autocontrast(x), mg_augment.autocontrast(x))
+    self.assertAllEqual(randaugment.equalize(x), mg_augment.equalize(x))
+    y = image([9, 8, 3], seed=8)  # an unknown size, and a tensor factor
+    unknown = tf.function(lambda y: randaugment.sharpness(y, 1.5),
+                          input_signature=[tf.TensorSpec([None, None, 3], tf.uint8)])
+    self.assertAllEqual(unknown(y), mg_augment.sharpness(y, 1.5))
+    factor = tf.constant(1.5)
+    self.assertAllEqual(randaugment.sharpness(y, factor), mg_augment.sharpness(y, factor))
+
+  @parameterized.parameters((36, [128] * 3), (0, [128] * 3), (1, 0), (5, [1, 2, 3]),
+                            (500, [128] * 3))
+  def test_cutout_is_model_gardens_under_the_same_draws(self, pad_size, replace):
+    x = image([40, 30, 3], seed=pad_size)
+    changed = 0
+    for seed in range(12):
+      tf.random.set_seed(seed)
+      got = randaugment.cutout(x, pad_size, replace)
+      tf.random.set_seed(seed)
+      self.assertAllEqual(got, mg_augment.cutout(x, pad_size, replace), msg=f"seed {seed}")
+      changed += int(tf.reduce_any(got != x))
+    self.assertEqual(changed > 0, pad_size > 0)
+    drawn = tf.data.Dataset.range(4).map(lambda _: randaugment.cutout(x, pad_size, replace))
+    for got in drawn:  # in a graph: the shape known, the block where it belongs
+      self.assertEqual(got.shape, x.shape)
+      filled = tf.reduce_all(got == tf.cast(replace, tf.uint8), axis=-1)
+      rows, cols = tf.reduce_any(filled, 1), tf.reduce_any(filled, 0)
+      self.assertLessEqual(int(tf.reduce_sum(tf.cast(rows, tf.int32))), 2 * pad_size)
+      self.assertLessEqual(int(tf.reduce_sum(tf.cast(cols, tf.int32))), 2 * pad_size)
 
   @parameterized.parameters(0, 1)
   def test_shift_reflect_is_model_gardens_translate_at_every_shift(self, axis):
