@@ -5,7 +5,8 @@
 
 `--implementation`: "ours" (the pipeline's, `recipes.data.randaugment.RandAugment`:
 Model Garden's pixels, its translations as windows, Rotate and ShearX/Y as gathers by
-index maps made once, Solarize(Add) in 8-bit arithmetic) or "model_garden"
+index maps made once, Solarize(Add) in 8-bit arithmetic, AutoContrast, Equalize,
+Sharpness and Cutout rewritten) or "model_garden"
 (`official.vision.ops.augment.RandAugment` as it is).
 
 `--images` photo-like 224 x 224 uint8 images (as //benchmarks:input's JPEGs), held in
