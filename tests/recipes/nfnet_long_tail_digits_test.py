@@ -6,10 +6,13 @@ Runs are deterministic on one CPU, but another instruction set takes other oneDN
 kernels, which round differently, and a 480-step run drifts. So the goldens are per CPU
 (model name and instruction sets), each measured by two runs that gave bit-identical
 reports, and on those CPUs every figure is held exactly. On a CPU with no goldens the
-drift between the two measured CPUs is the guide: balanced accuracy moved by 1 of the
-700 test images, the shot groups by up to 11 of their 210-280 (few-shot 0.471 against
-0.524): there balanced accuracy is held within 21 images (3 points) and the groups are
-printed, not held, and the test says so.
+drift between the measured CPUs is the guide. The two AMD EPYCs moved balanced accuracy
+by 1 of the 700 test images, the shot groups by up to 11 of their 210-280 (few-shot
+0.471 against 0.524); an Intel Xeon with AVX-512 (2026-11-28) moved it by 42 images
+(0.753 against 0.813: few-shot 0.329, many-shot 0.975), the same at the code before and
+after that day's changes, none of which touch this recipe. So there balanced accuracy
+is held within TOLERANCE_IMAGES (45 images, 6.4 points) of every CPU's and the groups
+are printed, not held, and the test says so.
 """
 import json
 import os
@@ -30,8 +33,14 @@ GOLDENS = {
     ("AMD EPYC", ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "fma")): {
         "balanced_accuracy": 0.8142857142857143, "many_shot_accuracy": 0.9428571428571428,
         "medium_shot_accuracy": 0.9333333333333332, "few_shot_accuracy": 0.5238095238095237},
+    # 2026-11-28, 2 cores, with AVX-512 (and AMX): two runs bit-identical (at b1caaa1 and 32bbd3d)
+    ("Intel(R) Xeon(R) Processor", ("avx2", "avx512f", "avx512_bf16", "avx512_vnni",
+                                    "fma")): {
+        "balanced_accuracy": 0.7528571428571429, "many_shot_accuracy": 0.975,
+        "medium_shot_accuracy": 0.880952380952381, "few_shot_accuracy": 0.32857142857142857},
 }
 TEST_IMAGES = 700
+TOLERANCE_IMAGES = 45  # the measured CPUs' largest drift (42 images) and a little
 ISA = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "fma")
 
 
@@ -77,11 +86,12 @@ class NfnetLongTailDigitsTest(tf.test.TestCase):
       self.assertEqual(figures, golden)
       return
     print(f"CPU {cpu_signature()} has no goldens (tests/recipes/nfnet_long_tail_digits_test.py: "
-          f"{list(GOLDENS)}): balanced accuracy held within 21 of {TEST_IMAGES} test "
+          f"{list(GOLDENS)}): balanced accuracy held within {TOLERANCE_IMAGES} of "
+          f"{TEST_IMAGES} test "
           "images of each CPU's, the shot groups not held")
     for known in GOLDENS.values():
       self.assertAllClose(figures["balanced_accuracy"], known["balanced_accuracy"],
-                          atol=21 / TEST_IMAGES)
+                          atol=TOLERANCE_IMAGES / TEST_IMAGES)
 
 if __name__ == "__main__":
   tf.test.main()
