@@ -37,6 +37,12 @@ def loss_and_grads(conv, x, kernel):
   return (y, *tape.gradient(loss, [x, kernel]))
 
 
+def cpu_has(flag):
+  """Whether /proc/cpuinfo lists instruction-set `flag` for this CPU."""
+  with open("/proc/cpuinfo") as f:
+    return any(line.startswith("flags") and flag in line.split() for line in f)
+
+
 class GroupedConvTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.product(
@@ -85,10 +91,11 @@ class GroupedConvTest(tf.test.TestCase, parameterized.TestCase):
     tf.function(trace("xla"), jit_compile=True)(tf.ones(1))
     native = "native" if grouped_conv.native_cpu_gradients() else "split"
     self.assertEqual(chosen, {"graph": native, "xla": "split"})
-    # float16 takes XLA on every CPU: TensorFlow's CPU kernels have a grouped float16
-    # gradient only where oneDNN finds AVX512-FP16 (the probe says True on such a Xeon,
-    # False on an AMD EPYC), and one path everywhere beats a machine-dependent one.
+    # TensorFlow's CPU kernels have a grouped float16 gradient only where oneDNN finds
+    # AVX512-FP16 (oneDNN's float16 requirement on x86: True on a Xeon with it, False
+    # on an AMD EPYC); float16 takes XLA on every CPU all the same, one path everywhere.
     # bfloat16 takes TensorFlow's own kernel where it has one, not tf_keras's slow XLA.
+    self.assertEqual(grouped_conv.native_cpu_gradients("float16"), cpu_has("avx512_fp16"))
     self.assertEqual(grouped_conv.kernel_for(4, tf.float16), "xla")
     native_bf16 = "native" if grouped_conv.native_cpu_gradients("bfloat16") else "split"
     self.assertEqual(grouped_conv.kernel_for(4, tf.bfloat16), native_bf16)
