@@ -209,9 +209,18 @@ def transfer_rates(results, methods=None):
   return "\n".join(lines)
 
 
+def _source_accuracy(results, name):
+  """A family's source test accuracy, or the range over its sources (one a run)."""
+  per_run = results.get("source_runs", {}).get(name)
+  if not per_run:
+    return f"{name}: {results['sources'][name]['balanced_accuracy']:.3f}"
+  accuracies = [r["balanced_accuracy"] for r in per_run.values()]
+  return (f"{name}: {min(accuracies):.3f} to {max(accuracies):.3f} over {len(accuracies)} "
+          "sources, one a (draw, seed) of the pretrained arms")
+
+
 def transfer_caption(results):
-  sources = "; ".join(f"{name}: {s['balanced_accuracy']:.3f}"
-                      for name, s in results["sources"].items())
+  sources = "; ".join(_source_accuracy(results, name) for name in results["sources"])
   return (f"Transfer from Fashion-MNIST classes {results['source_classes']} (source test "
           f"accuracy {sources}) to the unseen classes {results['near_classes']} (near) "
           f"and to 8x8 digits at 32 px (far); {results['steps']} steps a run: test "

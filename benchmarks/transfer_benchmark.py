@@ -17,7 +17,10 @@ Sandal, Sneaker, Ankle boot: shoes are new to it), tested on their 5,000 test im
 Each run trains on a seeded k-shot draw of the target's training split (k a class,
 `Task.examples_per_class`, drawn by SPLIT_SEED = the draw) after a validation hold-out,
 with its own SEED (initialisation, augmentation, order): draws x seeds runs a cell, the
-same (draw, seed) in every arm, so arms compare paired.
+same (draw, seed) in every arm, so arms compare paired. The source is one run (SEED 0)
+unless --source_per_run gives every (draw, seed) of the pretrained arms a source of its
+own: then a cell's runs are independent in source, draw and seed alike, and its interval
+covers the source's seed as well.
 
 Arms (the fine-tune recipe's switches, recipes/configs/{models,runs}/finetune.gin): scratch (no
 weights), linear probe (FREEZE_BACKBONE), full fine-tune, two phases (HEAD_EPOCHS = a
@@ -128,35 +131,44 @@ def target_bindings(target, k, draw, fashion_dir):
   return [], ["Task.validation_per_class = 10", f"SHOTS = {k}", f"SPLIT_SEED = {draw}"]
 
 
-def source_run(name, root, fashion_dir, epochs=None, extra=()):
-  """The source's pretraining run: `name` from scratch on SOURCE_CLASSES, batch 128."""
+def source_seed(draw, seed):
+  """The source's SEED of the run (draw, seed) under --source_per_run: Cantor's pairing
+  of the two, a different source for every pair and 0, the shared source's, for (0, 0)."""
+  return (draw + seed) * (draw + seed + 1) // 2 + seed
+
+
+def source_run(name, root, fashion_dir, epochs=None, extra=(), seed=0):
+  """The source's pretraining run: `name` from scratch on SOURCE_CLASSES, batch 128,
+  with SEED = `seed` (initialisation, order and the validation hold-out's draw)."""
   family = FAMILIES[name]
   return runs_lib.Run(
       gin_files=(family.recipe, CLASSES_GIN),
-      bindings=(*COMMON, "SEED = 0", f"FASHION_MNIST_DIR = {fashion_dir!r}",
+      bindings=(*COMMON, f"SEED = {seed}", f"FASHION_MNIST_DIR = {fashion_dir!r}",
                 f"CLASSES = {SOURCE_CLASSES}", f"NUM_CLASSES = {len(SOURCE_CLASSES)}",
                 "WEIGHTS = None", "BATCH_SIZE = 128",
                 f"LEARNING_RATE = {family.source_learning_rate}",
                 f"EPOCHS = {epochs or family.source_epochs}", *extra),
-      model_dir=os.path.join(root, "source", name))
+      model_dir=os.path.join(root, "source", name if seed == 0 else f"{name}_seed{seed}"))
 
 
 @dataclasses.dataclass(frozen=True)
 class Sitting:
-  """What every target run of a command shares: where runs go, the Fashion-MNIST
-  folder, the source's file and its SHA-256, the steps of a run and the bindings added
-  to every run."""
+  """What target runs share: where runs go, the Fashion-MNIST folder, the source's
+  file, its SHA-256 and its seed, the steps of a run and the bindings added to every
+  run."""
   root: str
   fashion_dir: str
   weights: str = None
   sha256: str = None
   steps: int = STEPS
   extra: tuple = ()
+  source_seed: int = 0
 
 
 def target_run(name, target, k, arm, draw, seed, sitting, rate=RECIPE_RATE):
   """The run of one cell's (draw, seed) in `sitting`, at the recipe's rate or at
-  `rate` (LEARNING_RATE, in a folder of its own)."""
+  `rate` (LEARNING_RATE, in a folder of its own); a pretrained arm's run from a source
+  of another seed than 0 in a folder of its own too."""
   family = FAMILIES[name]
   files, data = target_bindings(target, k, draw, sitting.fashion_dir)
   num_classes = len(NEAR_CLASSES) if target == "near" else 10
@@ -174,7 +186,9 @@ def target_run(name, target, k, arm, draw, seed, sitting, rate=RECIPE_RATE):
                 *arm_bindings),
       model_dir=os.path.join(sitting.root, name, target, f"k{k}", SHORT[arm],
                              *([] if rate == RECIPE_RATE else [f"lr{rate!r}"]),
-                             f"draw{draw}_seed{seed}"))
+                             f"draw{draw}_seed{seed}" + (
+                                 f"_source{sitting.source_seed}"
+                                 if sitting.source_seed and arm != SCRATCH else "")))
 
 
 def choose_rates(runs, rates):
@@ -351,6 +365,11 @@ flags.DEFINE_list("learning_rates", [RECIPE_RATE], "Target runs' rates, each pos
 flags.DEFINE_boolean("keep_checkpoints", False, "Keep every target run's checkpoints "
                      "(ResNet-50: about 360 MB a run); by default a finished target run "
                      "keeps its metrics and configuration alone (the source keeps its own).")
+flags.DEFINE_boolean("source_per_run", False, "Give every (draw, seed) run of a "
+                     "pretrained arm a source of its own (SEED = source_seed(draw, seed); "
+                     "(0, 0) keeps the shared source), so that a cell's interval covers "
+                     "the source's seed too; a source costs a source run (NFNet-nano: about "
+                     "3 minutes, ResNet-50: about 8).")
 flags.DEFINE_integer("source_epochs", None, "Epochs of every source run (default: the "
                      "family's).", lower_bound=1)
 runs_lib.define_flags("runs/transfer_benchmark", "arm")
@@ -452,12 +471,16 @@ def main(argv):
       runs_lib.fail(str(e))
 
   for name in grid["families"]:
-    results["sources"][name] = source = pretrain(name, sitting, train)
-    print(f"source {name}: test accuracy {source['balanced_accuracy']:.3f} on the source "
-          f"classes; weights {source['weights']} ({time.time() - began:.0f} s so far)",
-          flush=True)
-    results["runs"] += fine_tune(name, grid, dataclasses.replace(
-        sitting, weights=source["weights"], sha256=source["sha256"]), train, began)
+    sources = pretrain_all(name, grid, sitting, train, began)
+    results["sources"][name] = sources[min(sources)]
+    if FLAGS.source_per_run:
+      results.setdefault("source_runs", {})[name] = {str(s): r for s, r in sources.items()}
+
+    def sitting_of(draw, seed, sources=sources):
+      source = sources[source_seed(draw, seed) if FLAGS.source_per_run else 0]
+      return dataclasses.replace(sitting, weights=source["weights"], sha256=source["sha256"],
+                                 source_seed=source["source_seed"])
+    results["runs"] += fine_tune(name, grid, sitting_of, train, began)
   for target in grid["targets"]:
     arrays = target_arrays(target, FLAGS.fashion_mnist_dir)
     results["pixel_centroid"][target] = {str(k): pixel_centroid(arrays, k)
@@ -474,21 +497,24 @@ def main(argv):
   write(results, root)
 
 
-def fine_tune(name, grid, sitting, train, began):
+def fine_tune(name, grid, sitting_of, train, began):
   """The records of family `name`'s target runs of `grid` (trained by `train`, or read
-  back), in the order of the table: target, k, arm, rate, (draw, seed)."""
+  back), in the order of the table: target, k, arm, rate, (draw, seed); `sitting_of`
+  gives the Sitting, the source above all, of a (draw, seed)."""
   records = []
   for target in grid["targets"]:
     for k in grid["shots"]:
       for arm in grid["arms"]:
         for rate in grid["rates"]:
           for draw, seed in pairs(grid, k):
+            sitting = sitting_of(draw, seed)
             run = target_run(name, target, k, arm, draw, seed, sitting, rate)
             metrics, wall = train(run)
             if not FLAGS.keep_checkpoints:  # finished: its metrics are all a rerun reads
               shutil.rmtree(os.path.join(run.model_dir, "checkpoints"), ignore_errors=True)
             records.append({"family": name, "target": target, "k": k, "arm": arm,
                             "learning_rate": rate, "draw": draw, "seed": seed,
+                            "source_seed": None if arm == SCRATCH else sitting.source_seed,
                             **record(metrics, wall)})
             print(f"{name} {target} k={k} {arm} rate {rate} draw {draw} seed {seed}: "
                   f"{metrics['balanced_accuracy']:.3f} ({time.time() - began:.0f} s so far)",
@@ -496,11 +522,24 @@ def fine_tune(name, grid, sitting, train, began):
   return records
 
 
-def pretrain(name, sitting, train):
-  """The source run of family `name` (trained by `train`, or read back) and its file in
-  the family's download format: record, weights path and SHA-256."""
+def pretrain_all(name, grid, sitting, train, began):
+  """{source seed: pretrain's record} of the sources family `name`'s runs of `grid`
+  read: seed 0's alone, or under --source_per_run one a (draw, seed)."""
+  sources = {}
+  for seed in sorted({source_seed(d, s) if FLAGS.source_per_run else 0
+                      for k in grid["shots"] for d, s in pairs(grid, k)}):
+    sources[seed] = source = pretrain(name, sitting, train, seed)
+    print(f"source {name} seed {seed}: test accuracy {source['balanced_accuracy']:.3f} on "
+          f"the source classes; weights {source['weights']} "
+          f"({time.time() - began:.0f} s so far)", flush=True)
+  return sources
+
+
+def pretrain(name, sitting, train, seed=0):
+  """The source run of family `name` at SEED `seed` (trained by `train`, or read back)
+  and its file in the family's download format: record, weights path, SHA-256, seed."""
   run = source_run(name, sitting.root, sitting.fashion_dir, FLAGS.source_epochs,
-                   sitting.extra)
+                   sitting.extra, seed)
   metrics, wall = train(run)
   path = os.path.join(run.model_dir, FAMILIES[name].weights_file)
   if os.path.exists(path):  # written from this keyed run's final checkpoint
@@ -508,7 +547,7 @@ def pretrain(name, sitting, train):
     sha256 = pretrained.sha256_of(path)
   else:  # (a file's zip or HDF5 headers hold the time: written once)
     sha256 = export_source(name, run.model_dir, path)
-  return {**record(metrics, wall), "weights": path, "sha256": sha256}
+  return {**record(metrics, wall), "weights": path, "sha256": sha256, "source_seed": seed}
 
 
 def write(results, root):

@@ -54,10 +54,32 @@ class LengthTest(tf.test.TestCase):
     self.assertIn("FREEZE_BACKBONE = True", runs[bench.LINEAR].bindings)
     self.assertIn("HEAD_EPOCHS = 3", runs["two phases"].bindings)  # a third of 10
     self.assertIn("recipes/configs/runs/bit_hyperrule.gin", runs["BiT-HyperRule"].gin_files)
+    own = bench.Sitting("/r", "/fm", weights="/s4.npz", sha256="cd" * 32, source_seed=4)
+    self.assertEqual(bench.target_run("nfnet_nano", "near", 5, bench.LINEAR, 1, 1,
+                                      own).model_dir,
+                     "/r/nfnet_nano/near/k5/linear/draw1_seed1_source4")
+    self.assertEqual(bench.target_run("nfnet_nano", "near", 5, bench.SCRATCH, 1, 1,
+                                      own), bench.target_run(  # reads no source
+                                          "nfnet_nano", "near", 5, bench.SCRATCH, 1, 1,
+                                          sitting))
     far = bench.target_run("resnet50", "far", 5, bench.LINEAR, 0, 0,
                            bench.Sitting("/r", "/fm", weights="/w.h5", sha256="00"))
     self.assertEqual(far.gin_files, ("recipes/resnet50_finetune.gin",))  # its digits
     self.assertNotIn(bench.CLASSES_GIN, far.gin_files)
+
+
+class SourcePerRunTest(tf.test.TestCase):
+
+  def test_every_pair_its_own_source_and_the_shared_ones_at_0_0(self):
+    seeds = {(d, s): bench.source_seed(d, s) for d in range(20) for s in range(20)}
+    self.assertLen(set(seeds.values()), len(seeds))  # injective (Cantor's pairing)
+    self.assertEqual([seeds[p] for p in ((0, 0), (1, 0), (0, 1), (1, 1), (2, 2))],
+                     [0, 1, 2, 4, 12])  # (d + s)(d + s + 1) / 2 + s, by hand
+    shared = bench.source_run("nfnet_nano", "/r", "/fm")
+    own = bench.source_run("nfnet_nano", "/r", "/fm", seed=4)
+    self.assertEqual(shared.model_dir, "/r/source/nfnet_nano")
+    self.assertEqual(own.model_dir, "/r/source/nfnet_nano_seed4")
+    self.assertEqual(set(own.bindings) ^ set(shared.bindings), {"SEED = 0", "SEED = 4"})
 
 
 class RateChoiceTest(tf.test.TestCase):
@@ -296,13 +318,20 @@ class CommandTest(tf.test.TestCase):
                      [r["wall_seconds"] for r in results["runs"]])
 
   def test_choosing_a_rate_reads_the_recipes_run_back_and_uses_validation(self):
+    # Under --source_per_run, draw 0 seed 1 reads a source of its own: SEED 2.
     data, out, args = self.small_release()
-    args.append("--arms=linear")
+    args = [a for a in args if a != "--seeds=0"] + ["--seeds=1", "--source_per_run",
+                                                      "--arms=linear"]
     first = self.command(*args)
     self.assertEqual(first.returncode, 0, msg=first.stderr[-3000:])
     with open(os.path.join(out, "transfer.json")) as f:
       results = json.load(f)
     source = results["sources"]["nfnet_nano"]
+    self.assertEqual(list(results["source_runs"]["nfnet_nano"]), ["2"])
+    self.assertEqual((source["source_seed"], results["runs"][0]["source_seed"]), (2, 2))
+    self.assertEqual(operative.operative_values(os.path.join(
+        os.path.dirname(source["weights"]), "operative_config.gin"))["SEED"], "2")
+    self.assertIn("over 1 sources, one a (draw, seed)", first.stdout)
     # The recipe's run read back, 0.5 run anew; the choice on validation.
     swept = self.command(*args, "--learning_rates=recipe,0.5")
     self.assertEqual(swept.returncode, 0, msg=swept.stderr[-3000:])
@@ -310,9 +339,12 @@ class CommandTest(tf.test.TestCase):
       sweep = json.load(f)
     self.assertEqual([(r["learning_rate"], r["wall_seconds"]) for r in sweep["rate_runs"]][0],
                      ("recipe", results["runs"][0]["wall_seconds"]))
-    fast = bench.target_run("nfnet_nano", "near", 1, bench.LINEAR, 0, 0, bench.Sitting(
+    fast = bench.target_run("nfnet_nano", "near", 1, bench.LINEAR, 0, 1, bench.Sitting(
         out, data, source["weights"], source["sha256"], steps=4,
-        extra=("fashion_mnist.md5 = None",)), 0.5)
+        extra=("fashion_mnist.md5 = None",), source_seed=2), 0.5)
+    self.assertTrue(fast.model_dir.endswith("lr0.5/draw0_seed1_source2"))
+    with open(os.path.join(fast.model_dir, "operative_config.gin")) as f:
+      self.assertIn(source["sha256"], f.read())  # the run read its own source
     self.assertTrue(operative.same_value(operative.operative_values(os.path.join(
         fast.model_dir, "operative_config.gin"))["LEARNING_RATE"], "0.5"))
     (choice,) = sweep["rate_choices"]
