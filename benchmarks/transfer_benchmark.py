@@ -369,7 +369,7 @@ flags.DEFINE_boolean("source_per_run", False, "Give every (draw, seed) run of a 
                      "pretrained arm a source of its own (SEED = source_seed(draw, seed); "
                      "(0, 0) keeps the shared source), so that a cell's interval covers "
                      "the source's seed too; a source costs a source run (NFNet-nano: about "
-                     "3 minutes, ResNet-50: about 8).")
+                     "3 minutes, ResNet-50: 8 to 13, by CPU).")
 flags.DEFINE_integer("source_epochs", None, "Epochs of every source run (default: the "
                      "family's).", lower_bound=1)
 runs_lib.define_flags("runs/transfer_benchmark", "arm")
