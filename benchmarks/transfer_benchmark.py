@@ -19,8 +19,8 @@ Each run trains on a seeded k-shot draw of the target's training split (k a clas
 with its own SEED (initialisation, augmentation, order): draws x seeds runs a cell, the
 same (draw, seed) in every arm, so arms compare paired. The source is one run (SEED 0)
 unless --source_per_run gives every (draw, seed) of the pretrained arms a source of its
-own: then a cell's runs are independent in source, draw and seed alike, and its interval
-covers the source's seed as well.
+own: then no two runs of a cell share a source, as none share a (draw, seed), and its
+interval covers the source's seed as well.
 
 Arms (the fine-tune recipe's switches, recipes/configs/{models,runs}/finetune.gin): scratch (no
 weights), linear probe (FREEZE_BACKBONE), full fine-tune, two phases (HEAD_EPOCHS = a
