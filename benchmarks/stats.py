@@ -4,7 +4,9 @@ Over seeds (accuracy of a method against a baseline): Student's t test at a stat
 confidence (95%), paired where the runs are paired (the same seed on both sides: the
 same initialisation, validation hold-out and data order), with n - 1 degrees of freedom
 (Student 1908); Welch's unequal-variance test otherwise, with the Welch-Satterthwaite
-degrees of freedom (Welch 1947). The verdict words mean one thing everywhere:
+degrees of freedom (Welch 1947). Where paired runs share a cluster (the seeds of one
+k-shot draw), the paired test over the clusters' mean differences, with clusters - 1
+degrees of freedom (`compare_by_cluster`). The verdict words mean one thing everywhere:
 
 - "ahead": the confidence interval of the difference lies above 0,
 - "behind": it lies below 0,
@@ -138,6 +140,27 @@ def compare(a, b, paired, confidence=CONFIDENCE):
   half = t_critical(dof, confidence) * se
   return Comparison(diff, se, t, dof, p, diff - half, diff + half, paired, n, confidence,
                     _verdict(diff - half, diff + half))
+
+
+def compare_by_cluster(a, b, clusters, confidence=CONFIDENCE):
+  """`a` against `b` paired run by run, where runs that share a cluster (a k-shot draw
+  run under several seeds) are not independent: the paired differences are averaged
+  within each cluster and the t test runs over the cluster means, with (clusters - 1)
+  degrees of freedom (the analysis of cluster means; Donner and Klar 2000, ch. 6).
+  Exact under a normal random effect of the cluster, however large; the run-level rule
+  (`compare`, n - 1 df) holds only when that effect is nil.
+
+  clusters: one label a run, as many as `a` and `b` have values.
+  """
+  a, b = np.asarray(a, float), np.asarray(b, float)
+  if not a.shape == b.shape == (len(clusters),):
+    raise ValueError(f"one cluster a pair, got {a.size} and {b.size} values and "
+                     f"{len(clusters)} clusters")
+  labels = sorted(set(clusters))
+  mean_of = lambda values, label: float(np.mean(
+      [v for v, c in zip(values, clusters) if c == label]))
+  return compare([mean_of(a, c) for c in labels], [mean_of(b, c) for c in labels],
+                 paired=True, confidence=confidence)
 
 
 def compare_seeds(a, b, confidence=CONFIDENCE):

@@ -169,6 +169,43 @@ def transfer(results, methods=None):
   return "\n".join(lines)
 
 
+def _interval_text(c):
+  return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.verdict}"
+
+
+def transfer_by_draw(results, methods=None):
+  """The paired differences of `transfer` taken two ways where a cell runs several
+  seeds a draw: over the runs as independent (n - 1 df, the tables' rule) and over the
+  draws' mean differences (draws - 1 df, stats.compare_by_cluster), which holds
+  however much the draw moves the difference. Cells of one seed a draw are left out
+  (the two are the same), and scratch against the probe (the probe's row negated)."""
+  lines = ["| family | target | k | arm | against | runs | draws | over runs [95%] | "
+           "over draws [95%] |", "|---|---|---|---|---|---|---|---|---|"]
+  cells = sorted({(r["family"], r["target"], r["k"]) for r in results["runs"]},
+                 key=lambda c: (results["families"].index(c[0]),
+                                results["targets"].index(c[1]), c[2]))
+  for cell in cells:
+    for arm in results["arms"]:
+      for baseline in TRANSFER_BASELINES:
+        mirror = arm in TRANSFER_BASELINES and (
+            TRANSFER_BASELINES.index(arm) < TRANSFER_BASELINES.index(baseline))
+        if arm == baseline or mirror or (methods and arm not in methods):
+          continue
+        mine = cell_values(results, *cell, arm)
+        theirs = cell_values(results, *cell, baseline)
+        pairs = sorted(set(mine) & set(theirs))
+        draws = [draw for draw, _ in pairs]
+        if len(set(draws)) < 2 or len(set(draws)) == len(pairs):
+          continue
+        a, b = [mine[p] for p in pairs], [theirs[p] for p in pairs]
+        runs = stats.compare(a, b, paired=True)
+        by_draw = stats.compare_by_cluster(a, b, draws)
+        lines.append(f"| {cell[0]} | {cell[1]} | {cell[2]} | {arm} | {baseline} | "
+                     f"{len(pairs)} | {len(set(draws))} | {_interval_text(runs)} | "
+                     f"{_interval_text(by_draw)} |")
+  return "\n".join(lines)
+
+
 def transfer_schedules(results):
   """Each fine-tuning schedule against the full fine-tune, cell by cell: the mean paired
   difference (same draw and seed) [95% interval] and the verdict of benchmarks/stats.py,
@@ -467,7 +504,7 @@ def input_ours(results):
 
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "transfer": transfer, "transfer_schedules": transfer_schedules,
-             "transfer_rates": transfer_rates,
+             "transfer_rates": transfer_rates, "transfer_by_draw": transfer_by_draw,
              "pixel_centroid": pixel_centroid, "nfnet_bf16": nfnet_bf16,
              "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours,
              "zoo_timm": zoo_timm, "zoo_families": zoo_families,

@@ -550,9 +550,16 @@ def pretrain(name, sitting, train, seed=0):
   return {**record(metrics, wall), "weights": path, "sha256": sha256, "source_seed": seed}
 
 
+BY_DRAW = ("The same paired differences with a draw's seeds as one unit: over the runs "
+           "(n - 1 df, the table above) and over the draws' means (draws - 1 df), which "
+           "holds however much the k-shot draw moves a difference.")
+
+
 def write(results, root):
   """Prints the tables and writes transfer.json, transfer.md and transfer.png."""
+  by_draw = tables.transfer_by_draw(results)
   text = (tables.transfer_caption(results) + "\n\n" + tables.transfer(results) + "\n\n"
+          + (BY_DRAW + "\n\n" + by_draw + "\n\n" if by_draw.count("\n") > 1 else "")
           + (tables.transfer_rates(results) + "\n\n" if "rate_choices" in results else "")
           + tables.pixel_centroid(results))
   print(text)

@@ -96,6 +96,37 @@ class TTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "as many values"):
       stats.compare([1, 2, 3], [1, 2], paired=True)
 
+  def test_by_cluster_runs_over_the_draws_means(self):
+    """Three draws of three seeds whose draws' mean differences are 0.1, 0.2 and 0.3:
+    over the draws the mean is 0.2, sd 0.1, t = 2 sqrt(3) with 2 df, so (closed form
+    above) p = 1 - t / sqrt(2 + t^2) = 1 - sqrt(12/14), and the interval 0.2 -+ 4.303
+    x 0.1 / sqrt(3) holds 0. Over the nine runs as independent (8 df) the same
+    differences, spread 0.01 within a draw, are far beyond the noise."""
+    draws = [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    within = [-0.01, 0.0, 0.01]
+    diffs = [m + w for m in (0.1, 0.2, 0.3) for w in within]
+    base = [0.5, 0.6, 0.7, 0.4, 0.5, 0.6, 0.55, 0.65, 0.75]
+    method = [b + d for b, d in zip(base, diffs)]
+    c = stats.compare_by_cluster(method, base, draws)
+    self.assertEqual((c.n, c.dof, c.paired), (3, 2, True))
+    self.assertAlmostEqual(c.difference, 0.2)
+    self.assertAlmostEqual(c.t, 2 * math.sqrt(3))
+    self.assertAlmostEqual(c.p, 1 - math.sqrt(12 / 14))
+    self.assertAllClose([c.low, c.high], [0.2 - 4.302653 * 0.1 / math.sqrt(3),
+                                          0.2 + 4.302653 * 0.1 / math.sqrt(3)])
+    self.assertEqual(c.verdict, stats.WITHIN_NOISE)
+    self.assertEqual(stats.compare(method, base, paired=True).verdict, stats.AHEAD)
+    # One run a cluster is the run-level rule; the order of the runs does not matter.
+    self.assertEqual(stats.compare_by_cluster(DRUG1, DRUG2, list(range(10))),
+                     stats.compare(DRUG1, DRUG2, paired=True))
+    order = [8, 0, 4, 2, 6, 1, 3, 7, 5]
+    shuffled = stats.compare_by_cluster([method[i] for i in order],
+                                        [base[i] for i in order],
+                                        [draws[i] for i in order])
+    self.assertAlmostEqual(shuffled.p, c.p)
+    with self.assertRaisesRegex(ValueError, "one cluster a pair"):
+      stats.compare_by_cluster(method, base, draws[:-1])
+
   def test_string_says_what_the_plus_minus_is(self):
     c = stats.compare(DRUG2, DRUG1, paired=True)
     self.assertEqual(str(c), "+1.580 ± 0.389 (paired t, 9 df, p = 0.0028): ahead")
