@@ -173,12 +173,16 @@ def _interval_text(c):
   return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.verdict}"
 
 
+BY_DRAW_BASELINES = TRANSFER_BASELINES + ("full fine-tune",)
+
+
 def transfer_by_draw(results, methods=None):
-  """The paired differences of `transfer` taken two ways where a cell runs several
-  seeds a draw: over the runs as independent (n - 1 df, the tables' rule) and over the
+  """The paired differences of `transfer` and `transfer_schedules` (against scratch,
+  the probe and the full fine-tune) taken two ways where a cell runs several seeds a
+  draw: over the runs as independent (n - 1 df, the tables' rule) and over the
   draws' mean differences (draws - 1 df, stats.compare_by_cluster), which holds
   however much the draw moves the difference. Cells of one seed a draw are left out
-  (the two are the same), and scratch against the probe (the probe's row negated)."""
+  (the two are the same), and a baseline against a later one (that row negated)."""
   lines = ["| family | target | k | arm | against | runs | draws | over runs [95%] | "
            "over draws [95%] |", "|---|---|---|---|---|---|---|---|---|"]
   cells = sorted({(r["family"], r["target"], r["k"]) for r in results["runs"]},
@@ -186,9 +190,9 @@ def transfer_by_draw(results, methods=None):
                                 results["targets"].index(c[1]), c[2]))
   for cell in cells:
     for arm in results["arms"]:
-      for baseline in TRANSFER_BASELINES:
-        mirror = arm in TRANSFER_BASELINES and (
-            TRANSFER_BASELINES.index(arm) < TRANSFER_BASELINES.index(baseline))
+      for baseline in BY_DRAW_BASELINES:
+        mirror = arm in BY_DRAW_BASELINES and (
+            BY_DRAW_BASELINES.index(arm) < BY_DRAW_BASELINES.index(baseline))
         if arm == baseline or mirror or (methods and arm not in methods):
           continue
         mine = cell_values(results, *cell, arm)

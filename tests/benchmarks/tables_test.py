@@ -129,27 +129,36 @@ class TransferByDrawTableTest(absltest.TestCase):
     + 3 x 0.0002 = 0.0606, sd sqrt(0.0606 / 8), half-width 2.306004 x sd / 3 = 0.0669:
     [0.133, 0.267]. Over the draws: sd 0.1, half-width 4.302653 x 0.1 / sqrt(3) =
     0.2484: [-0.048, 0.448]. The probe equals scratch on every run (no noise: its
-    difference 0 exactly); k = 50's one seed a draw is left out."""
+    difference 0 exactly); two phases trails the full fine-tune by 0.05 on every run;
+    k = 50's one seed a draw is left out."""
     runs = []
     for draw, shift in enumerate((0.1, 0.2, 0.3)):
       for seed, within in enumerate((-0.01, 0.0, 0.01)):
         base = 0.5 + 0.05 * seed - 0.02 * draw
         for arm, value in (("scratch", base), ("linear probe", base),
-                           ("full fine-tune", base + shift + within)):
+                           ("full fine-tune", base + shift + within),
+                           ("two phases", base + shift + within - 0.05)):
           runs.append(dict(family="nfnet_nano", target="near", k=5, arm=arm, draw=draw,
                            seed=seed, balanced_accuracy=value))
       for arm in ("scratch", "full fine-tune"):
         runs.append(dict(family="nfnet_nano", target="near", k=50, arm=arm, draw=draw,
                          seed=draw, balanced_accuracy=0.6 + 0.1 * (arm == "scratch")))
     results = dict(families=["nfnet_nano"], targets=["near"],
-                   arms=["scratch", "linear probe", "full fine-tune"], runs=runs)
+                   arms=["scratch", "linear probe", "full fine-tune", "two phases"],
+                   runs=runs)
     self.assertEqual(tables.transfer_by_draw(results).splitlines()[2:], [
         "| nfnet_nano | near | 5 | linear probe | scratch | 9 | 3 | +0.000 [+0.000, "
         "+0.000] within noise | +0.000 [+0.000, +0.000] within noise |",
         "| nfnet_nano | near | 5 | full fine-tune | scratch | 9 | 3 | +0.200 [+0.133, "
         "+0.267] ahead | +0.200 [-0.048, +0.448] within noise |",
         "| nfnet_nano | near | 5 | full fine-tune | linear probe | 9 | 3 | +0.200 "
-        "[+0.133, +0.267] ahead | +0.200 [-0.048, +0.448] within noise |"])
+        "[+0.133, +0.267] ahead | +0.200 [-0.048, +0.448] within noise |",
+        "| nfnet_nano | near | 5 | two phases | scratch | 9 | 3 | +0.150 [+0.083, "
+        "+0.217] ahead | +0.150 [-0.098, +0.398] within noise |",
+        "| nfnet_nano | near | 5 | two phases | linear probe | 9 | 3 | +0.150 [+0.083, "
+        "+0.217] ahead | +0.150 [-0.098, +0.398] within noise |",
+        "| nfnet_nano | near | 5 | two phases | full fine-tune | 9 | 3 | -0.050 [-0.050, "
+        "-0.050] behind | -0.050 [-0.050, -0.050] behind |"])
 
 
 if __name__ == "__main__":
