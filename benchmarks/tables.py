@@ -260,12 +260,16 @@ def _source_accuracy(results, name):
           "sources, one a (draw, seed) of the pretrained arms")
 
 
+RUNS_OF = {False: "draws x seeds", True: "runs, each its own draw and seed (draw = seed)"}
+
+
 def transfer_caption(results):
   sources = "; ".join(_source_accuracy(results, name) for name in results["sources"])
   return (f"Transfer from Fashion-MNIST classes {results['source_classes']} (source test "
           f"accuracy {sources}) to the unseen classes {results['near_classes']} (near) "
           f"and to 8x8 digits at 32 px (far); {results['steps']} steps a run: test "
-          "accuracy, mean over draws x seeds with its 95% t interval; against scratch and "
+          f"accuracy, mean over {RUNS_OF[bool(results.get('independent_runs'))]} with its "
+          "95% t interval; against scratch and "
           "the linear probe: the mean paired difference (same draw and seed) with its 95% "
           "interval, a paired t test with n - 1 degrees of freedom (benchmarks/stats.py)")
 

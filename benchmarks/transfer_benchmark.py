@@ -90,7 +90,8 @@ SHORT = {SCRATCH: "scratch", LINEAR: "linear", "full fine-tune": "full",
          "two phases": "two_phase", "layer decay 0.75": "layer_decay",
          "weight EMA": "ema", "BiT-HyperRule": "bit"}
 QUICK = dict(families=("nfnet_nano",), targets=TARGETS, shots=(5,),
-             arms=(SCRATCH, LINEAR, "full fine-tune"), draws=(0,), seeds=(0,))
+             arms=(SCRATCH, LINEAR, "full fine-tune"), draws=(0,), seeds=(0,),
+             independent=False)
 COMMON = ("Runtime.export_saved_model = False",)
 RECIPE_RATE = "recipe"  # --learning_rates' name of the recipe's own rate (no binding)
 
@@ -352,6 +353,11 @@ flags.DEFINE_list("arms", ["scratch", "linear", "full"],
                   f"Arms: {', '.join(SHORT.values())}.")
 flags.DEFINE_list("draws", ["0", "1", "2"], "k-shot draws (SPLIT_SEED) of every cell.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (SEED) of every draw.")
+flags.DEFINE_boolean("independent_runs", False, "Run each draw under the seed of its "
+                     "own number (draw = seed) at every k: no two runs of a cell share "
+                     "a draw or a seed, so the paired t's n - 1 degrees of freedom hold "
+                     "whatever the draw's effect (e.g. --draws=0,1,2,3,4,5,6,7,8: nine "
+                     "runs a cell); --seeds is then not given.")
 flags.DEFINE_integer("large_k_runs", 3, "Runs a cell at the largest k when more than "
                      "10 a class: the first (draw, seed) pairs, draw = seed.", lower_bound=1)
 flags.DEFINE_string("fashion_mnist_dir", "/usr/share/datasets/fashion-mnist",
@@ -417,25 +423,32 @@ def chosen():
     if FLAGS.learning_rates != [RECIPE_RATE]:
       runs_lib.fail("--quick runs the recipe's rate: leave out --learning_rates, or give "
                     "the grid's flags in place of --quick")
+    if FLAGS.independent_runs:
+      runs_lib.fail("--quick runs one run a cell: leave out --independent_runs")
     return dict(QUICK, rates=(RECIPE_RATE,))
+  if FLAGS.independent_runs and FLAGS["seeds"].present:
+    runs_lib.fail("--independent_runs runs each draw under the seed of its own number "
+                  "(draw = seed): leave out --seeds")
   by_short = {s: a for a, s in SHORT.items()}
   arms = tuple(by_short[a] for a in known("arms", FLAGS.arms, list(by_short)))
   return dict(families=known("families", FLAGS.families, list(FAMILIES)),
               targets=known("targets", FLAGS.targets, list(TARGETS)),
               shots=tuple(sorted(set(whole_numbers("shots", FLAGS.shots, 1)))),
               arms=arms, draws=whole_numbers("draws", FLAGS.draws, 0),
-              seeds=whole_numbers("seeds", FLAGS.seeds, 0),
-              rates=learning_rates(FLAGS.learning_rates, arms))
+              seeds=whole_numbers("draws" if FLAGS.independent_runs else "seeds",
+                                  FLAGS.draws if FLAGS.independent_runs else FLAGS.seeds, 0),
+              rates=learning_rates(FLAGS.learning_rates, arms),
+              independent=FLAGS.independent_runs)
 
 
 def pairs(grid, k):
-  """The (draw, seed) runs of a cell: every pair, or at a large k (> 10) the first
-  --large_k_runs with draw = seed."""
+  """The (draw, seed) runs of a cell: every pair (with --independent_runs those with
+  draw = seed), or at a large k (> 10) the first --large_k_runs with draw = seed."""
   every = [(d, s) for d in grid["draws"] for s in grid["seeds"]]
+  diagonal = [(d, d) for d in grid["draws"] if d in grid["seeds"]]
   if k <= 10:
-    return every
-  diagonal = [(d, d) for d in grid["draws"] if d in grid["seeds"]] or every
-  return diagonal[:FLAGS.large_k_runs]
+    return diagonal if grid["independent"] else every
+  return (diagonal or every)[:FLAGS.large_k_runs]
 
 
 def main(argv):
@@ -454,6 +467,7 @@ def main(argv):
              "shots": list(grid["shots"]), "extra_bindings": FLAGS.gin_bindings,
              "arms": list(grid["arms"]), "learning_rates": list(grid["rates"]),
              "draws": list(grid["draws"]), "seeds": list(grid["seeds"]),
+             "independent_runs": grid["independent"],
              "command": "./bazelw run //benchmarks:transfer -- " + " ".join(
                  shlex.quote(a) for a in sys.argv[1:]),
              "date": datetime.date.today().isoformat(), "machine": runs_lib.machine(),

@@ -198,6 +198,21 @@ def tf_keras_features(model):
   return tf_keras.Model(model.inputs, model.get_layer("logits").input)
 
 
+class IndependentRunsTest(tf.test.TestCase):
+
+  def test_each_draw_its_own_seed_at_every_k(self):
+    grid = dict(draws=(0, 1, 2, 3), seeds=(0, 1, 2, 3), independent=True)
+    self.assertEqual(bench.pairs(grid, 5), [(0, 0), (1, 1), (2, 2), (3, 3)])
+    self.assertEqual(bench.pairs(grid, 50), [(0, 0), (1, 1), (2, 2)])  # --large_k_runs
+    crossed = dict(draws=(0, 1), seeds=(0, 1), independent=False)
+    self.assertEqual(bench.pairs(crossed, 5), [(0, 0), (0, 1), (1, 0), (1, 1)])
+    self.assertEqual(bench.pairs(crossed, 50), [(0, 0), (1, 1)])
+    results = dict(source_classes=[0], near_classes=[1], steps=100, sources={})
+    self.assertIn("mean over draws x seeds", tables.transfer_caption(results))
+    self.assertIn("mean over runs, each its own draw and seed (draw = seed)",
+                  tables.transfer_caption(dict(results, independent_runs=True)))
+
+
 class TableTest(tf.test.TestCase):
 
   def results(self):
@@ -374,7 +389,9 @@ class CommandTest(tf.test.TestCase):
                           ("--quick --learning_rates=0.1", "--quick runs the recipe's rate"),
                           ("--learning_rates=", "--learning_rates is empty"),
                           ("--arms=full,bit --learning_rates=recipe,0.1",
-                           "--arms=bit sets its own rate")):
+                           "--arms=bit sets its own rate"),
+                          ("--independent_runs --seeds=0,1", "leave out --seeds"),
+                          ("--quick --independent_runs", "leave out --independent_runs")):
       done = self.command(*flag.split(), f"--out_dir={self.create_tempdir().full_path}")
       self.assertEqual(done.returncode, 2, msg=flag)
       self.assertRegex(done.stderr.strip(), f"^error: .*{message}", msg=flag)
