@@ -116,6 +116,13 @@ def cell_values(results, family, target, k, arm, key="balanced_accuracy"):
           and r.get(key) is not None}
 
 
+def transfer_cells(results):
+  """The (family, target, k) cells of transfer.json in the command's order."""
+  return sorted({(r["family"], r["target"], r["k"]) for r in results["runs"]},
+                key=lambda c: (results["families"].index(c[0]),
+                               results["targets"].index(c[1]), c[2]))
+
+
 def interval(values, confidence=stats.CONFIDENCE):
   """(mean, low, high): the mean of {run: value} and its t interval (n - 1 degrees of
   freedom; low = high = mean for one run), or None for no runs."""
@@ -150,9 +157,7 @@ def transfer(results, methods=None):
   verdict of benchmarks/stats.py."""
   lines = ["| family | target | k | arm | runs | test accuracy [95%] | − scratch [95%] | "
            "− linear probe [95%] |", "|---|---|---|---|---|---|---|---|"]
-  cells = sorted({(r["family"], r["target"], r["k"]) for r in results["runs"]},
-                 key=lambda c: (results["families"].index(c[0]),
-                                results["targets"].index(c[1]), c[2]))
+  cells = transfer_cells(results)
   for cell in cells:
     for arm in results["arms"]:
       if methods and arm not in methods:
@@ -185,9 +190,7 @@ def transfer_by_draw(results, methods=None):
   (the two are the same), and a baseline against a later one (that row negated)."""
   lines = ["| family | target | k | arm | against | runs | draws | over runs [95%] | "
            "over draws [95%] |", "|---|---|---|---|---|---|---|---|---|"]
-  cells = sorted({(r["family"], r["target"], r["k"]) for r in results["runs"]},
-                 key=lambda c: (results["families"].index(c[0]),
-                                results["targets"].index(c[1]), c[2]))
+  cells = transfer_cells(results)
   for cell in cells:
     for arm in results["arms"]:
       for baseline in BY_DRAW_BASELINES:
@@ -217,9 +220,7 @@ def transfer_schedules(results):
   full = "full fine-tune"
   lines = ["| family | target | k | arm | runs | − full fine-tune [95%] | final training loss |",
            "|---|---|---|---|---|---|---|"]
-  cells = sorted({(r["family"], r["target"], r["k"]) for r in results["runs"]},
-                 key=lambda c: (results["families"].index(c[0]),
-                                results["targets"].index(c[1]), c[2]))
+  cells = transfer_cells(results)
   for cell in cells:
     for arm in results["arms"]:
       losses = cell_values(results, *cell, arm, key="final_train_loss")
