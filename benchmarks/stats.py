@@ -147,8 +147,9 @@ def compare_by_cluster(a, b, clusters, confidence=CONFIDENCE):
   run under several seeds) are not independent: the paired differences are averaged
   within each cluster and the t test runs over the cluster means, with (clusters - 1)
   degrees of freedom (the analysis of cluster means; Donner and Klar 2000, ch. 6).
-  Exact under a normal random effect of the cluster, however large; the run-level rule
-  (`compare`, n - 1 df) holds only when that effect is nil.
+  Exact under a normal random effect of the cluster, however large, with as many runs
+  in every cluster; the run-level rule (`compare`, n - 1 df) holds only when that
+  effect is nil.
 
   clusters: one label a run, as many as `a` and `b` have values.
   """
@@ -156,7 +157,7 @@ def compare_by_cluster(a, b, clusters, confidence=CONFIDENCE):
   if not a.shape == b.shape == (len(clusters),):
     raise ValueError(f"one cluster a pair, got {a.size} and {b.size} values and "
                      f"{len(clusters)} clusters")
-  labels = sorted(set(clusters))
+  labels = list(dict.fromkeys(clusters))
   mean_of = lambda values, label: float(np.mean(
       [v for v, c in zip(values, clusters) if c == label]))
   return compare([mean_of(a, c) for c in labels], [mean_of(b, c) for c in labels],

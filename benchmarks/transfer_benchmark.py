@@ -354,7 +354,7 @@ flags.DEFINE_list("arms", ["scratch", "linear", "full"],
 flags.DEFINE_list("draws", ["0", "1", "2"], "k-shot draws (SPLIT_SEED) of every cell.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (SEED) of every draw.")
 flags.DEFINE_boolean("independent_runs", False, "Run each draw under the seed of its "
-                     "own number (draw = seed) at every k: no two runs of a cell share "
+                     "own number (draw = seed), at k > 10 the first --large_k_runs: no two runs of a cell share "
                      "a draw or a seed, so the paired t's n - 1 degrees of freedom hold "
                      "whatever the draw's effect (e.g. --draws=0,1,2,3,4,5,6,7,8: nine "
                      "runs a cell); --seeds is then not given.")
@@ -383,9 +383,10 @@ flags.adopt_module_key_flags(runs_lib)
 
 
 def whole_numbers(flag, values, low):
-  if not values or any(not re.fullmatch(r"\d+", v) or int(v) < low for v in values):
-    runs_lib.fail(f"--{flag}={','.join(values)}: give whole numbers >= {low}, e.g. "
-                  f"--{flag}=0,1,2")
+  if not values or any(not re.fullmatch(r"\d+", v) or int(v) < low for v in values) or (
+      len({int(v) for v in values}) < len(values)):
+    runs_lib.fail(f"--{flag}={','.join(values)}: give distinct whole numbers >= {low}, "
+                  f"e.g. --{flag}=0,1,2")
   return tuple(int(v) for v in values)
 
 

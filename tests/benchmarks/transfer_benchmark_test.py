@@ -372,8 +372,10 @@ class CommandTest(tf.test.TestCase):
     self.assertIn("| validation @ recipe | validation @ 0.5 | chosen rate |", swept.stdout)
 
   def test_bad_flags_are_one_line_errors(self):
-    for flag, message in (("--shots=0", "--shots=0: give whole numbers >= 1"),
-                          ("--shots=a", "--shots=a: give whole numbers"),
+    for flag, message in (("--shots=0", "--shots=0: give distinct whole numbers >= 1"),
+                          ("--shots=a", "--shots=a: give distinct whole numbers"),
+                          ("--draws=0,1,01", "--draws=0,1,01: give distinct whole"),
+                          ("--independent_runs --draws=2,2", "--draws=2,2: give distinct"),
                           ("--families=vgg", "--families=vgg: choose from nfnet_nano"),
                           ("--arms=full,dropout", "choose from scratch, linear"),
                           ("--fashion_mnist_dir=/nonexistent", "is not a directory"),
