@@ -137,6 +137,10 @@ def interval(values, confidence=stats.CONFIDENCE):
   return mean, mean - half, mean + half
 
 
+def _interval_text(c):
+  return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.verdict}"
+
+
 def _against(results, cell, arm, baseline):
   if arm == baseline:
     return "—"
@@ -147,7 +151,7 @@ def _against(results, cell, arm, baseline):
   c = stats.compare([mine[p] for p in common], [theirs[p] for p in common], paired=True)
   if c.n < 2:
     return f"{c.difference:+.3f} (1 pair)"
-  return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.verdict}"
+  return _interval_text(c)
 
 
 def transfer(results, methods=None):
@@ -172,10 +176,6 @@ def transfer(results, methods=None):
       lines.append(f"| {cell[0]} | {cell[1]} | {cell[2]} | {arm} | {len(values)} | "
                    f"{accuracy} | {' | '.join(vs)} |")
   return "\n".join(lines)
-
-
-def _interval_text(c):
-  return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.verdict}"
 
 
 BY_DRAW_BASELINES = TRANSFER_BASELINES + ("full fine-tune",)

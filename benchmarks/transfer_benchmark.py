@@ -354,10 +354,11 @@ flags.DEFINE_list("arms", ["scratch", "linear", "full"],
 flags.DEFINE_list("draws", ["0", "1", "2"], "k-shot draws (SPLIT_SEED) of every cell.")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (SEED) of every draw.")
 flags.DEFINE_boolean("independent_runs", False, "Run each draw under the seed of its "
-                     "own number (draw = seed), at k > 10 the first --large_k_runs: no two runs of a cell share "
-                     "a draw or a seed, so the paired t's n - 1 degrees of freedom hold "
-                     "whatever the draw's effect (e.g. --draws=0,1,2,3,4,5,6,7,8: nine "
-                     "runs a cell); --seeds is then not given.")
+                     "own number (draw = seed; at k > 10 the first --large_k_runs): no "
+                     "two runs of a cell share a draw or a seed, so the paired t's n - 1 "
+                     "degrees of freedom hold whatever the draw's effect (e.g. "
+                     "--draws=0,1,2,3,4,5,6,7,8: nine runs a cell); --seeds is then not "
+                     "given.")
 flags.DEFINE_integer("large_k_runs", 3, "Runs a cell at the largest k when more than "
                      "10 a class: the first (draw, seed) pairs, draw = seed.", lower_bound=1)
 flags.DEFINE_string("fashion_mnist_dir", "/usr/share/datasets/fashion-mnist",
@@ -432,12 +433,13 @@ def chosen():
                   "(draw = seed): leave out --seeds")
   by_short = {s: a for a, s in SHORT.items()}
   arms = tuple(by_short[a] for a in known("arms", FLAGS.arms, list(by_short)))
+  draws = whole_numbers("draws", FLAGS.draws, 0)
   return dict(families=known("families", FLAGS.families, list(FAMILIES)),
               targets=known("targets", FLAGS.targets, list(TARGETS)),
               shots=tuple(sorted(set(whole_numbers("shots", FLAGS.shots, 1)))),
-              arms=arms, draws=whole_numbers("draws", FLAGS.draws, 0),
-              seeds=whole_numbers("draws" if FLAGS.independent_runs else "seeds",
-                                  FLAGS.draws if FLAGS.independent_runs else FLAGS.seeds, 0),
+              arms=arms, draws=draws,
+              seeds=draws if FLAGS.independent_runs else whole_numbers(
+                  "seeds", FLAGS.seeds, 0),
               rates=learning_rates(FLAGS.learning_rates, arms),
               independent=FLAGS.independent_runs)
 
