@@ -208,6 +208,15 @@ def decode_and_crop_scaled(encoded, begin, extent, size):
   return tf.switch_case(dct_ratio_index(extent, size), [at(r) for r in DCT_RATIOS])
 
 
+def static_channels(image, channels):
+  """`image` [height, width, channels] with its channel count in the static shape: a
+  crop by a drawn box (`tf.slice`, a `tf.cond` of decodes) loses it, and RandAugment's
+  ops on three channels at once (recipes/data/randaugment.py) need it to be known, or
+  run Model Garden's slower ops (the same pixels)."""
+  image.set_shape([None, None, channels])
+  return image
+
+
 def decode_and_crop(settings, encoded, seed):
   """The random resized crop's box of an encoded image, decoded alone: JPEGs through
   libjpeg-turbo's cropped decode (`decode_and_crop_jpeg`, the box drawn from the header's
@@ -229,7 +238,7 @@ def decode_and_crop(settings, encoded, seed):
     begin, extent = crop_box(settings, tf.shape(image), seed)
     return tf.slice(image, begin, extent)
 
-  return tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
+  return static_channels(tf.cond(tf.io.is_jpeg(encoded), jpeg, other), 3)
 
 
 def resize_crop(settings, image):
@@ -256,7 +265,7 @@ def _crop(settings, image, seed):
       image = decode_and_crop(settings, image, seed)
     else:
       begin, extent = crop_box(settings, tf.shape(image), seed)
-      image = tf.slice(image, begin, extent)
+      image = static_channels(tf.slice(image, begin, extent), image.shape[-1])
     image = resize_crop(settings, image)
   elif (settings.train_resize or size) > size:
     image = tf.image.stateless_random_crop(image, [size, size, 3], seed=seed + 2)
