@@ -29,6 +29,9 @@ source coordinates are finite: SAFE_ENTRY), so that channel is 1 everywhere and
   (on the border it blends the image with itself), without the mask and select.
 - Cutout: its two draws of the centre, then the image's slices around a filled block,
   without the image-sized mask and select.
+- The fallbacks of the translations and gathered warps (the warp for another shift or
+  matrix, Model Garden's op where the warp would fill) are one unlowered node each
+  (`rarely`), not hundreds the executor visits dead in every image not taking them.
 
 The other ops, the choice of ops, their magnitudes and the random draws are Model
 Garden's, in its order: under the same draws, the same pixels for the whole policy.
@@ -44,6 +47,9 @@ import functools
 import math
 
 import tensorflow as tf
+# For `rarely`: tf.switch_case without its lowering to switch and merge nodes; the
+# lock pins TensorFlow (2.20), whose tf.switch_case calls this same helper.
+from tensorflow.python.ops import control_flow_switch_case
 
 from official.vision.ops import augment as mg_augment
 
@@ -54,6 +60,17 @@ REPLACE = [128] * 3  # Model Garden's grey for the pixels an op empties
 # pixel onto an input pixel. Beyond it (or NaN) the kernel fills, and Model Garden's
 # `unwrap` greys what it filled: such matrices take Model Garden's own op.
 SAFE_ENTRY = 1e6
+
+
+def rarely(fn):
+  """`fn()` as one node of the graph: a one-branch Case op left unlowered. A lowered
+  branch (tf.cond, tf.switch_case) is a subgraph whose every node the executor visits,
+  dead, each time the branch is not taken; RandAugment's fallbacks for the rare
+  matrices and shifts are hundreds of nodes in each of its 16 branches a layer, about
+  0.2 ms an image a layer not taken (docs/input.md). Only for paths seldom run: a
+  function call costs more than a lowered branch where it is taken."""
+  return control_flow_switch_case._indexed_case_helper(  # pylint: disable=protected-access
+      [fn], None, tf.constant(0), None, lower_using_switch_merge=False)
 
 
 def shift_reflect(image, shift, axis, replace=REPLACE):
@@ -79,7 +96,7 @@ def shift_reflect(image, shift, axis, replace=REPLACE):
 
   fits = tf.logical_and(tf.equal(tf.round(shift), shift),
                         tf.abs(shift) <= tf.cast(side, tf.float32))
-  return tf.cond(fits, window, by_warp)
+  return tf.cond(fits, window, lambda: rarely(by_warp))
 
 
 def rotation(degrees, height, width):
@@ -154,7 +171,7 @@ def warp(image, matrix, their_op, known=()):
     return tf.cond(safe, lambda: mg_augment.transform(image, matrix), their_op)
 
   cases = [(tf.reduce_all(tf.equal(matrix, m)), lambda i=i: gather(i)) for m, i in known]
-  return tf.case(cases, default=by_warp) if cases else by_warp()
+  return tf.case(cases, default=lambda: rarely(by_warp)) if cases else by_warp()
 
 
 def geometric(name, image, level, replace=REPLACE, known=()):

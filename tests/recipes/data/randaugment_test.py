@@ -120,6 +120,19 @@ class RandAugmentTest(tf.test.TestCase, parameterized.TestCase):
     changed = [bool((a != b).any()) for a, b in zip(honest, reversed_)]
     self.assertGreater(sum(changed), 4)
 
+  def test_the_rare_fallbacks_are_single_unlowered_nodes(self):
+    # Each translation's and each gathered warp's fallback (the warp, Model Garden's
+    # op) is one Case node left unlowered (`rarely`): lowered, every one of its nodes
+    # is visited dead in every image whose layer does not take it.
+    x = tf.TensorSpec([24, 20, 3], tf.uint8)
+    graph = tf.function(randaugment.RandAugment(1, 9).distort).get_concrete_function(
+        x).graph.as_graph_def()
+    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+    unlowered = [n for n in nodes if n.op in ("Case", "StatelessCase") and
+                 "_lower_using_switch_merge" in n.attr and
+                 not n.attr["_lower_using_switch_merge"].b]
+    self.assertLen(unlowered, 5)  # TranslateX/Y's warps; Rotate's, ShearX/Y's others
+
   def test_maps_are_made_only_for_the_ops_the_policy_draws(self):
     others = [o for o in mg_augment.RandAugment().available_ops
               if o not in ("Rotate", "ShearX", "ShearY")]
