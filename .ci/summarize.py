@@ -1,8 +1,11 @@
 """The closing line of .ci/run: 'N passed, N failed, N skipped' over the test targets
 Bazel reported, where a passed target that skipped any of its tests (tf.test's
 always-skipped test_session aside) counts as skipped, and each is named with why.
+Before it, given the targets' sizes, a line for each target that took more than a
+third of its size's timeout (its slowest shard or run; docs/developing.md).
 
-Usage: python3 .ci/summarize.py BAZEL_LOG (in the workspace root, after bazel test).
+Usage: python3 .ci/summarize.py BAZEL_LOG [SIZES] (in the workspace root, after bazel
+test; SIZES: lines "LABEL SIZE", as `bazel query "attr(size, S, tests(//...))"` gives).
 """
 
 import os
@@ -12,7 +15,10 @@ import xml.etree.ElementTree as ElementTree
 
 _RESULT = re.compile(r"^(//\S+) +(?:\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|"
                      r"INCOMPLETE)\b", re.M)
+_TIME = re.compile(r"^(//\S+) +(?:\(cached\) )?[A-Z ]+? in ([\d.]+)s\n"
+                   r"(?: +Stats over \d+ runs: max = ([\d.]+)s)?", re.M)
 IGNORED = {"test_session"}  # tf.test.TestCase's own, skipped by design
+TIMEOUTS = {"small": 60, "medium": 300, "large": 900, "enormous": 3600}  # Bazel's, in s
 
 
 def skipped_tests(label):
@@ -36,9 +42,22 @@ def skipped_tests(label):
   return names, reasons
 
 
-def main(log_path):
+def slow_targets(log, sizes_path):
+  """(label, seconds, size) of each target over a third of its size's timeout."""
+  with open(sizes_path) as f:
+    sizes = dict(line.split() for line in f if line.strip())
+  slow = []
+  for label, last, most in _TIME.findall(log):
+    seconds = float(most or last)
+    if label in sizes and seconds > TIMEOUTS[sizes[label]] / 3:
+      slow.append((label, seconds, sizes[label]))
+  return sorted(slow)
+
+
+def main(log_path, sizes_path=None):
   with open(log_path, errors="replace") as f:
-    results = dict(_RESULT.findall(f.read()))
+    log = f.read()
+  results = dict(_RESULT.findall(log))
   passed = failed = skipped = 0
   for label, status in sorted(results.items()):
     if status != "PASSED":
@@ -52,9 +71,12 @@ def main(log_path):
             f"{', ...' if len(names) > 3 else ''}): {why}")
     else:
       passed += 1
+  for label, seconds, size in slow_targets(log, sizes_path) if sizes_path else ():
+    print(f"slow: {label}: {seconds:.1f} s, over a third of a {size} test's "
+          f"{TIMEOUTS[size]} s timeout; make it quicker or size it up (docs/developing.md)")
   print(f"{passed} passed, {failed} failed, {skipped} skipped")
   return passed + skipped
 
 
 if __name__ == "__main__":
-  sys.exit(0 if main(sys.argv[1]) else 3)
+  sys.exit(0 if main(*sys.argv[1:3]) else 3)

@@ -31,11 +31,16 @@ def write_target(root, label, cases, log=""):
 
 class CiSummaryTest(absltest.TestCase):
 
-  def summarize(self, root, log_text):
+  def summarize(self, root, log_text, sizes=None):
     log = os.path.join(root, "bazel.log")
     with open(log, "w") as f:
       f.write(log_text)
-    return subprocess.run([sys.executable, os.path.join(ROOT, ".ci/summarize.py"), log],
+    args = [log]
+    if sizes is not None:
+      args.append(os.path.join(root, "sizes.txt"))
+      with open(args[-1], "w") as f:
+        f.write("".join(f"{label} {size}\n" for label, size in sizes.items()))
+    return subprocess.run([sys.executable, os.path.join(ROOT, ".ci/summarize.py"), *args],
                           cwd=root, capture_output=True, text=True, check=False)
 
   def test_skips_are_counted_apart(self):
@@ -54,6 +59,35 @@ class CiSummaryTest(absltest.TestCase):
     self.assertEqual(lines[0], "skipped: //tests/b:real_test: 2 test(s) (test_y, test_z): "
                      "a real Slurm is missing here; apt-get install slurm-wlm munge")
 
+  def test_targets_over_a_third_of_their_timeout_are_named(self):
+    # Bazel's timeouts: small 60 s, medium 300 s, large 900 s; a sharded target by its
+    # slowest shard ("max" of the stats line), a failed one too.
+    root = self.create_tempdir().full_path
+    labels = ["//tests/a:quick_test", "//tests/a:slow_test", "//tests/b:sharded_test",
+              "//tests/b:even_test", "//tests/c:timeout_test"]
+    for label in labels:
+      write_target(root, label, [("test_x", False)])
+    done = self.summarize(
+        root,
+        "//tests/a:quick_test                PASSED in 19.9s\n"
+        "//tests/a:slow_test        (cached) PASSED in 20.1s\n"
+        "//tests/b:sharded_test              PASSED in 90.0s\n"
+        "  Stats over 6 runs: max = 137.3s, min = 31.0s, avg = 72.3s, dev = 37.4s\n"
+        "//tests/b:even_test                 PASSED in 100.0s\n"
+        "  Stats over 2 runs: max = 100.0s, min = 31.0s, avg = 65.5s, dev = 34.5s\n"
+        "//tests/c:timeout_test             TIMEOUT in 60.1s\n",
+        sizes=dict(zip(labels, ["small", "small", "medium", "medium", "small"])))
+    self.assertEqual(done.returncode, 0, done.stderr)
+    slow = [line for line in done.stdout.splitlines() if line.startswith("slow: ")]
+    self.assertEqual(slow, [
+        "slow: //tests/a:slow_test: 20.1 s, over a third of a small test's 60 s timeout; "
+        "make it quicker or size it up (docs/developing.md)",
+        "slow: //tests/b:sharded_test: 137.3 s, over a third of a medium test's 300 s "
+        "timeout; make it quicker or size it up (docs/developing.md)",
+        "slow: //tests/c:timeout_test: 60.1 s, over a third of a small test's 60 s "
+        "timeout; make it quicker or size it up (docs/developing.md)"])
+    self.assertEqual(done.stdout.splitlines()[-1], "4 passed, 1 failed, 0 skipped")
+
   def test_no_test_run_is_not_success(self):
     done = self.summarize(self.create_tempdir().full_path, "INFO: Build completed\n")
     self.assertEqual(done.stdout.splitlines()[-1], "0 passed, 0 failed, 0 skipped")
@@ -64,7 +98,8 @@ class CiSummaryTest(absltest.TestCase):
       script = f.read()
     self.assertIn("\nexport CI=true\n", script)
     self.assertLess(script.index("export CI=true"), script.index("./bazelw test //..."))
-    self.assertIn('python3 .ci/summarize.py "$log"', script)
+    self.assertIn('python3 .ci/summarize.py "$log" "$sizes"', script)
+    self.assertIn('attr(size, $size, tests(//...))', script)
 
 
 if __name__ == "__main__":
