@@ -104,7 +104,7 @@ class DecodeAndCropTest(tf.test.TestCase, parameterized.TestCase):
     @tf.function(input_signature=[tf.TensorSpec(shape, dtype)])
     def augmented(image):
       return augment.augment_image(settings, image, tf.constant([1, 2], tf.int64),
-                                   (settings._randaugment,))
+                                   (augment.randaugment_op(settings.randaugment),))
 
     self.assertEqual(augmented.get_concrete_function().output_shapes, [16, 16, 3])
     graph = augmented.get_concrete_function().graph.as_graph_def()
