@@ -103,12 +103,19 @@ def compare(a, b, paired, confidence=CONFIDENCE):
   """`a` against `b` (sequences of a metric, one value a run) by the rule above.
 
   paired: a[i] and b[i] come from the same seed (then len(a) == len(b)).
+  A NaN or infinite value raises ValueError (it would make every figure NaN).
   """
   a, b = np.asarray(a, float), np.asarray(b, float)
   if a.ndim != 1 or b.ndim != 1:
     raise ValueError("compare takes two flat sequences of values, one a run")
   if paired and a.shape != b.shape:
     raise ValueError(f"paired runs need as many values a side, got {a.size} and {b.size}")
+  for side, values in (("a", a), ("b", b)):
+    if not np.all(np.isfinite(values)):
+      raise ValueError(f"compare takes finite values, one a run; {side} has "
+                       f"{values[~np.isfinite(values)][0]} at run "
+                       f"{int(np.flatnonzero(~np.isfinite(values))[0])}: leave a run "
+                       "without its metric out instead")
   nan = float("nan")
   if paired:
     d = a - b

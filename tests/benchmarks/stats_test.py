@@ -95,6 +95,14 @@ class TTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(shifted.verdict, stats.AHEAD)  # the same gain on every seed
     with self.assertRaisesRegex(ValueError, "as many values"):
       stats.compare([1, 2, 3], [1, 2], paired=True)
+    # A NaN would make every figure NaN and the verdict "within noise": refused.
+    for paired in (True, False):
+      with self.assertRaisesRegex(ValueError, "finite values.*b has nan at run 1"):
+        stats.compare([0.8, 0.9, 0.7], [0.8, math.nan, 0.7], paired=paired)
+      with self.assertRaisesRegex(ValueError, "a has inf at run 0"):
+        stats.compare([math.inf, 0.9, 0.7], [0.8, 0.9, 0.7], paired=paired)
+    with self.assertRaisesRegex(ValueError, "finite values"):
+      stats.compare_by_cluster([0.8, 0.9, 0.7, 0.6], [0.7, 0.8, math.nan, 0.5], [0, 0, 1, 1])
 
   def test_by_cluster_runs_over_the_draws_means(self):
     """Three draws of three seeds whose draws' mean differences are 0.1, 0.2 and 0.3:
