@@ -45,7 +45,8 @@ def skipped_tests(label):
 def slow_targets(log, sizes_path):
   """(label, seconds, size) of each target over a third of its size's timeout."""
   with open(sizes_path) as f:
-    sizes = dict(line.split() for line in f if line.strip())
+    sizes = dict(fields for fields in map(str.split, f) if len(fields) == 2
+                 and fields[1] in TIMEOUTS)  # anything else Bazel printed: not a size
   slow = []
   for label, last, most in _TIME.findall(log):
     seconds = float(most or last)
