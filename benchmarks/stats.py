@@ -111,11 +111,11 @@ def compare(a, b, paired, confidence=CONFIDENCE):
   if paired and a.shape != b.shape:
     raise ValueError(f"paired runs need as many values a side, got {a.size} and {b.size}")
   for side, values in (("a", a), ("b", b)):
-    if not np.all(np.isfinite(values)):
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
       raise ValueError(f"compare takes finite values, one a run; {side} has "
-                       f"{values[~np.isfinite(values)][0]} at run "
-                       f"{int(np.flatnonzero(~np.isfinite(values))[0])}: leave a run "
-                       "without its metric out instead")
+                       f"{values[bad[0]]} at run {bad[0]}: leave a run without its "
+                       "metric out instead")
   nan = float("nan")
   if paired:
     d = a - b
