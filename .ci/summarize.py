@@ -2,7 +2,9 @@
 Bazel reported, where a passed target that skipped any of its tests (tf.test's
 always-skipped test_session aside) counts as skipped, and each is named with why.
 Before it, given the targets' sizes, a line for each target that took more than a
-third of its size's timeout (its slowest shard or run; docs/developing.md).
+third of its size's timeout (its slowest shard or run; docs/developing.md), and a line
+for each target marked flaky that failed before it passed (it counts as passed, as it
+does to Bazel; the failed attempts' logs are named).
 
 Usage: python3 .ci/summarize.py BAZEL_LOG [SIZES] (in the workspace root, after bazel
 test; SIZES: lines "LABEL SIZE", as `bazel query "attr(size, S, tests(//...))"` gives).
@@ -15,8 +17,11 @@ import xml.etree.ElementTree as ElementTree
 
 _RESULT = re.compile(r"^(//\S+) +(?:\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|"
                      r"INCOMPLETE)\b", re.M)
-_TIME = re.compile(r"^(//\S+) +(?:\(cached\) )?[A-Z ]+? in ([\d.]+)s\n"
-                   r"(?: +Stats over \d+ runs: max = ([\d.]+)s)?", re.M)
+_TIME = re.compile(r"^(//\S+) +(?:\(cached\) )?[A-Z ]+?(?:, failed in \d+ out of \d+)? in "
+                   r"([\d.]+)s\n(?: +Stats over \d+ runs: max = ([\d.]+)s)?", re.M)
+# A target marked flaky that failed and then passed: "FLAKY, failed in 1 out of 2 in 9.0s".
+_FLAKY = re.compile(r"^(//\S+) +(?:\(cached\) )?FLAKY, failed in (\d+) out of (\d+)\b",
+                    re.M)
 IGNORED = {"test_session"}  # tf.test.TestCase's own, skipped by design
 TIMEOUTS = {"small": 60, "medium": 300, "large": 900, "enormous": 3600}  # Bazel's, in s
 
@@ -59,9 +64,13 @@ def main(log_path, sizes_path=None):
   with open(log_path, errors="replace") as f:
     log = f.read()
   results = dict(_RESULT.findall(log))
+  for label, fails, runs in _FLAKY.findall(log):
+    package, name = label[2:].split(":")
+    print(f"flaky: {label}: failed {fails} of {runs} runs, then passed; the failed runs' "
+          f"logs: bazel-testlogs/{package}/{name}/test_attempts/")
   passed = failed = skipped = 0
   for label, status in sorted(results.items()):
-    if status != "PASSED":
+    if status not in ("PASSED", "FLAKY"):
       failed += 1
       continue
     names, reasons = skipped_tests(label)

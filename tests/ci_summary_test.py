@@ -89,6 +89,26 @@ class CiSummaryTest(absltest.TestCase):
         "timeout; make it quicker or size it up (docs/developing.md)"])
     self.assertEqual(done.stdout.splitlines()[-1], "4 passed, 1 failed, 0 skipped")
 
+  def test_a_flaky_target_that_passed_counts_as_passed_and_is_named(self):
+    # Bazel 4.2.3's lines for a target marked flaky=True whose first attempt failed.
+    root = self.create_tempdir().full_path
+    for label in ("//tests/a:ok_test", "//tests/b:real_test"):
+      write_target(root, label, [("test_x", False)])
+    done = self.summarize(
+        root,
+        "//tests/a:ok_test                   PASSED in 3.1s\n"
+        "//tests/b:real_test                 FLAKY, failed in 1 out of 2 in 345.1s\n"
+        "  Stats over 2 runs: max = 345.1s, min = 130.0s, avg = 237.6s, dev = 107.6s\n"
+        "  /root/.cache/bazel/x/testlogs/tests/b/real_test/test_attempts/attempt_1.log\n",
+        sizes={"//tests/a:ok_test": "small", "//tests/b:real_test": "medium"})
+    self.assertEqual(done.returncode, 0, done.stderr)
+    self.assertEqual(done.stdout.splitlines(), [
+        "flaky: //tests/b:real_test: failed 1 of 2 runs, then passed; the failed runs' "
+        "logs: bazel-testlogs/tests/b/real_test/test_attempts/",
+        "slow: //tests/b:real_test: 345.1 s, over a third of a medium test's 300 s "
+        "timeout; make it quicker or size it up (docs/developing.md)",
+        "2 passed, 0 failed, 0 skipped"])
+
   def test_no_test_run_is_not_success(self):
     done = self.summarize(self.create_tempdir().full_path, "INFO: Build completed\n")
     self.assertEqual(done.stdout.splitlines()[-1], "0 passed, 0 failed, 0 skipped")

@@ -419,6 +419,22 @@ class Cluster:
       time.sleep(0.5)
     self.wait_idle(timeout=max(1, deadline - time.monotonic()))
 
+  def daemon_report(self, lines=30):
+    """For a failure's message: whether each daemon (slurmctld, every node's slurmd)
+    is alive by its pid file, and the last `lines` lines of its log."""
+    parts = []
+    for name, pid_file, log in [("slurmctld", "slurmctld.pid", "slurmctld.log")] + [
+        (f"slurmd {n}", f"slurmd-{n}.pid", f"slurmd-{n}.log") for n in self.names]:
+      pid = _read_pid(os.path.join(self.dir, pid_file))
+      state = "alive" if pid is not None and _alive(pid) else f"not running (pid {pid})"
+      try:
+        with open(os.path.join(self.dir, log), errors="replace") as f:
+          tail = [line for line in f.read().splitlines() if line.strip()][-lines:]
+      except OSError as e:
+        tail = [f"(no log: {e})"]
+      parts.append(f"--- {name}: {state}; {log}:\n" + "\n".join(tail))
+    return "\n".join(parts)
+
   def processes(self, node, module="recipes.train"):
     """The pids of node `node`'s Python processes running `module` (several nodes:
     those in its network namespace; srun, whose arguments name it too, is not one)."""

@@ -44,6 +44,11 @@ class ClusterTest(tf.test.TestCase):
       second = self.cluster()
       with second:
         first.__exit__(None, None, None)
+        # What a failing test's message ends with (daemon_report): the daemons' states.
+        self.assertIn("--- slurmctld: not running", first.daemon_report())
+        report = second.daemon_report()
+        self.assertIn(f"--- slurmd {second.host}: alive; slurmd-{second.host}.log:", report)
+        self.assertRegex(report, r"slurmctld version \S+ started")
         self.assertEqual(second.node_states(), {second.host: "idle"})
         self.assertEqual(self.run_job(second), ("COMPLETED", "authenticated\n"))
         with open(os.path.join(second.dir, slurm_cluster.MUNGE, "munged.pid")) as f:

@@ -18,6 +18,7 @@ Where Slurm or network namespaces are missing (not root, not Debian, no iproute2
 skipped with one line saying why, failed under CI=true (tests/real_parts.py).
 """
 
+import contextlib
 import datetime
 import os
 import re
@@ -103,6 +104,20 @@ class SlurmMultinodeRealTest(slurm_jobs.SlurmJobsTest):
     job_id = self.submit(workers=2, tasks_per_node=1)
     state = self.wait(job_id, lambda s: s in ENDED or self.checkpoint_after_epoch_one())
     self.assertEqual(state, "RUNNING", self.output(job_id)[-3000:])
+    with self.daemons_reported_on_failure():
+      self.lose_the_chiefs_node_and_resume(job_id)
+
+  @contextlib.contextmanager
+  def daemons_reported_on_failure(self):
+    """A failure's message ends with each Slurm daemon's state and log tail (CI failed
+    once, 2026-11-28, where n9's new srun found n10's slurmd refusing the relaunch:
+    "Communication connection failure", srun's status 233; why was not in the log)."""
+    try:
+      yield
+    except AssertionError as e:
+      raise AssertionError(f"{e}\n{self.cluster.daemon_report()}") from e
+
+  def lose_the_chiefs_node_and_resume(self, job_id):
     killed_at, killed = time.time(), time.monotonic()
     self.cluster.kill_node(0)  # n9: the chief, the batch shell and srun
     whole = self.checkpoints()  # what the dead chief left: all that can be read
