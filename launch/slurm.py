@@ -26,6 +26,11 @@ is pending again under the same id and resumes from model_dir. The same holds fo
 `scancel --signal=TERM <job>`; a plain `scancel <job>` ends it for good.
 --kill-on-bad-exit ends every worker when one fails (2 bad input, 3 diverged), so a
 broken run does not hang in its collectives.
+A step that cannot start on every node (srun's status 233, Slurm's error 1001
+"Communication connection failure" modulo 256: a node's slurmd refused the launch, as
+after a node's return) is requeued the same way, at most LAUNCH_REQUEUES times a job:
+the count is kept in model_dir/.launch/ (the launcher's bookkeeping, as
+launch.retry_budget's), and past it the job ends with the status.
 """
 
 import dataclasses
@@ -41,6 +46,10 @@ from launch.job import Step
 SCRIPT = "job.sbatch"
 SIGNAL_SECONDS = 120
 EXIT_PREEMPTED = 143  # recipes.errors.EXIT_PREEMPTED: the trainer saved and stopped
+# srun's status when a task launch cannot reach a node's slurmd (Slurm 22.05's
+# SLURM_COMMUNICATIONS_CONNECTION_ERROR, 1001, modulo 256; seen with a slurmd down).
+EXIT_LAUNCH_UNREACHED = 233
+LAUNCH_REQUEUES = 3
 # sbatch's --time and --mem forms (minutes, [D-]HH:MM[:SS], ...; a size with a unit).
 _TIME = re.compile(r"(\d+-)?\d+(:\d\d){0,2}")
 _MEM = re.compile(r"\d+[KMGT]?")
@@ -168,11 +177,26 @@ def script(job, options):
     lines.append(f"cd {shlex.quote(options.workdir)}")
   lines += list(options.setup)
   lines.append(f"mkdir -p {shlex.quote(job.model_dir)}")
+  ledger = shlex.quote(posixpath.join(job.model_dir, ".launch"))
   lines += [f"{shlex.join(srun(job, options))} && status=0 || status=$?",
             f"if [ \"$status\" -eq {EXIT_PREEMPTED} ]; then",
             "  echo \"the step saved and stopped ($status): requeueing job $SLURM_JOB_ID "
             "to resume\"",
             "  scontrol requeue \"$SLURM_JOB_ID\"",
+            f"elif [ \"$status\" -eq {EXIT_LAUNCH_UNREACHED} ]; then",
+            f"  mkdir -p {ledger}",
+            f"  echo \"$status\" >> {ledger}/\"slurm-$SLURM_JOB_ID-unreached\"",
+            f"  tries=$(wc -l < {ledger}/\"slurm-$SLURM_JOB_ID-unreached\")",
+            f"  if [ \"$tries\" -le {LAUNCH_REQUEUES} ]; then",
+            "    echo \"the step could not start on every node ($status: a slurmd was "
+            "unreachable): requeueing job $SLURM_JOB_ID to resume ($tries of at most "
+            f"{LAUNCH_REQUEUES})\"",
+            "    scontrol requeue \"$SLURM_JOB_ID\"",
+            "  else",
+            "    echo \"the step could not start on every node ($status), $tries times: "
+            f"not requeued again (at most {LAUNCH_REQUEUES}); see the nodes' slurmd logs\" "
+            ">&2",
+            "  fi",
             "fi",
             "exit \"$status\""]
   return "\n".join(lines) + "\n"

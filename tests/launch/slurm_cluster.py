@@ -399,6 +399,15 @@ class Cluster:
     _ip("link", "set", self._link("h", node), "down")
     _kill_namespace_processes(self.namespaces[node])
 
+  def kill_slurmd(self, node):
+    """Node `node`'s slurmd alone dies (SIGKILL), as in a crash: the machine, its link
+    and its other processes stay; revive_node starts it again."""
+    pid = _read_pid(os.path.join(self.dir, f"slurmd-{self.names[node]}.pid"))
+    if pid is not None and _alive(pid):
+      os.kill(pid, signal.SIGKILL)
+      while _alive(pid):
+        time.sleep(0.05)
+
   def revive_node(self, node):
     """The node comes back: its link up, its slurmd started (ReturnToService=2 makes it
     available again once it registers). Nothing to do for a node that runs."""

@@ -12,6 +12,8 @@ launch.cli --backend=slurm`, no dry run):
   worker exits EXIT_PEER_LOST (200); slurmctld declares the node DOWN and requeues the
   job (--requeue), which waits for the node, resumes from the last whole checkpoint
   when it returns and ends with the local run's weights;
+- a node's slurmd dead when the step launches: srun cannot reach it (status 233), the
+  batch shell requeues the job, which trains to the local run's weights once it is back;
 - the launcher's --status and --cancel name the job on both nodes.
 
 Where Slurm or network namespaces are missing (not root, not Debian, no iproute2):
@@ -26,6 +28,7 @@ import time
 
 import tensorflow as tf
 
+from launch import slurm
 from recipes import errors
 from recipes import strategies
 from tests.launch import slurm_cluster
@@ -148,8 +151,10 @@ class SlurmMultinodeRealTest(slurm_jobs.SlurmJobsTest):
     running_again = time.monotonic() - revived
     self.wait(job_id, lambda s: s in ENDED)
     said = self.output(job_id)
-    resumed = [int(n) for n in RESUMED.findall(said)]
-    self.assertLen(resumed, 2, said[-3000:])  # both tasks of the second run
+    # The last run's tasks: after the batch shell's last requeue, where a relaunch could
+    # not reach a node (status 233) and was requeued again.
+    resumed = [int(n) for n in RESUMED.findall(said.rsplit("requeueing job", 1)[-1])]
+    self.assertLen(resumed, 2, said[-3000:])  # both tasks of the last run
     self.assertEqual(resumed[0], resumed[1])
     self.assertIn(resumed[0], whole)  # a checkpoint that was whole at the kill
     self.assertGreater(resumed[0], 0)
@@ -160,6 +165,30 @@ class SlurmMultinodeRealTest(slurm_jobs.SlurmJobsTest):
           f"requeued after {requeued:.0f} s (SlurmdTimeout {slurm_cluster.SLURMD_TIMEOUT} "
           f"s); running {running_again:.0f} s after the node returned; resumed from "
           f"ckpt-{resumed[0]} (whole then: {whole})")
+
+  def test_a_step_that_cannot_reach_a_node_requeues_and_the_job_trains(self):
+    """n10's slurmd dies just before the step's launch (the batch shell sleeps before
+    srun): srun cannot reach it (status 233), the batch shell requeues the job (one of
+    at most LAUNCH_REQUEUES); with the slurmd back the job runs again and trains to the
+    local run's weights."""
+    job_id = self.submit("--slurm_setup=sleep 8", workers=2, tasks_per_node=1)
+    self.wait(job_id, lambda s: s == "RUNNING", timeout=60)
+    self.cluster.kill_slurmd(1)
+    with self.daemons_reported_on_failure():
+      requeued = f"(233: a slurmd was unreachable): requeueing job {job_id} to resume"
+      self.wait(job_id, lambda s: requeued in self.output(job_id) or s in ENDED,
+                timeout=60)
+      self.assertIn(f"{requeued} (1 of at most {slurm.LAUNCH_REQUEUES})",
+                    self.output(job_id))
+      self.cluster.revive_node(1)  # its slurmd again (slurmctld never saw it down)
+      self.wait(job_id, lambda s: s in ENDED)
+      said = self.output(job_id)
+      self.assertEqual(said.count("requeueing"), 1, said[-3000:])
+      self.assertIn("on 2 replica(s)", said)
+      self.assert_only_the_chief_wrote(job_id)
+      self.assert_weights_of_the_local_run(job_id)
+      with open(os.path.join(self.model_dir, ".launch", f"slurm-{job_id}-unreached")) as f:
+        self.assertEqual(f.read(), "233\n")
 
   def slurmd_log(self, name):
     with open(os.path.join(self.cluster.dir, f"slurmd-{name}.log")) as f:

@@ -183,6 +183,59 @@ class SlurmTest(absltest.TestCase):
     self.assertEqual(os.listdir(workdir), [])  # where srun ran: no `touch pwned`
     self.assertNotIn("+ touch", result.stderr)
 
+  def test_the_batch_shell_requeues_a_preempted_or_unlaunched_step(self):
+    """The script under bash with stand-in srun (exiting with a given status) and
+    scontrol (recording its words): 143 requeues; 233 (a node's slurmd unreachable)
+    requeues three times a job, counted under model_dir/.launch/, then ends the job;
+    other statuses end it. model_dir is hostile: the ledger's path stays one word."""
+    bash = shutil.which("bash")
+    if bash is None:
+      self.skipTest("no bash here")
+    here = self.create_tempdir().full_path
+    model_dir = os.path.join(here, "runs $(touch pwned) x;'y\"`touch pwned`\nz")
+    job = Job(name="t", recipe="nfnet_long_tail", workers=2, model_dir=model_dir)
+    path = os.path.join(here, slurm.SCRIPT)
+    with open(path, "w") as f:
+      f.write(slurm.script(job, slurm.Options(workdir=here)))
+    stand_ins = ('srun() { return "$SRUN_STATUS"; }; '
+                 'scontrol() { printf "%s\\n" "$*" >> "$SCONTROL_LOG"; }; '
+                 'export -f srun scontrol; exec "$0" "$1"')
+    log = os.path.join(here, "scontrol.log")
+
+    def run(status, job_id="7"):
+      result = subprocess.run(
+          [bash, "-c", stand_ins, bash, path], cwd=here, text=True, capture_output=True,
+          env={"PATH": os.environ["PATH"], "SRUN_STATUS": str(status),
+               "SLURM_JOB_ID": job_id, "SCONTROL_LOG": log}, timeout=30, check=False)
+      calls = []
+      if os.path.exists(log):
+        with open(log) as f:
+          calls = f.read().splitlines()
+        os.remove(log)
+      return result, calls
+
+    for status in (0, 1, 2, 200):
+      result, calls = run(status)
+      self.assertEqual((result.returncode, calls), (status, []), result.stderr)
+    result, calls = run(143)
+    self.assertEqual((result.returncode, calls), (143, ["requeue 7"]))
+    self.assertIn("requeueing job 7 to resume", result.stdout)
+    for tries in (1, 2, 3):
+      result, calls = run(slurm.EXIT_LAUNCH_UNREACHED)
+      self.assertEqual((result.returncode, calls), (233, ["requeue 7"]), result.stderr)
+      self.assertIn(f"could not start on every node (233: a slurmd was unreachable): "
+                    f"requeueing job 7 to resume ({tries} of at most 3)", result.stdout)
+    result, calls = run(slurm.EXIT_LAUNCH_UNREACHED)
+    self.assertEqual((result.returncode, calls), (233, []))
+    self.assertIn("could not start on every node (233), 4 times: not requeued again",
+                  result.stderr)
+    result, calls = run(slurm.EXIT_LAUNCH_UNREACHED, job_id="8")  # another job: afresh
+    self.assertEqual(calls, ["requeue 8"])
+    ledger = os.path.join(model_dir, ".launch")
+    self.assertEqual(sorted(os.listdir(ledger)), ["slurm-7-unreached", "slurm-8-unreached"])
+    self.assertEqual(sorted(os.listdir(here)), sorted(
+        [os.path.basename(model_dir), slurm.SCRIPT]))  # no `touch pwned`
+
   def test_status_and_cancel_commands(self):
     self.assertEqual(slurm.cancel_command("42"), ["scancel", "42"])
     self.assertEqual([c[:3] for c in slurm.status_commands("42")],
