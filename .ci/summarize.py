@@ -15,12 +15,16 @@ import re
 import sys
 import xml.etree.ElementTree as ElementTree
 
-_RESULT = re.compile(r"^(//\S+) +(?:\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|"
-                     r"INCOMPLETE)\b", re.M)
-_TIME = re.compile(r"^(//\S+) +(?:\(cached\) )?[A-Z ]+?(?:, failed in \d+ out of \d+)? in "
-                   r"([\d.]+)s\n(?: +Stats over \d+ runs: max = ([\d.]+)s)?", re.M)
-# A target marked flaky that failed and then passed: "FLAKY, failed in 1 out of 2 in 9.0s".
-_FLAKY = re.compile(r"^(//\S+) +(?:\(cached\) )?FLAKY, failed in (\d+) out of (\d+)\b",
+# Bazel 4.2.3's summary lines: "//a:b  PASSED in 3.1s", "(cached) PASSED", a sharded
+# target's "(5/6 cached) PASSED", a retried one's "FAILED in 3 out of 3 in 9.0s" and a
+# flaky one's "FLAKY, failed in 1 out of 2 in 9.0s"; then "Stats over N runs: max = ...".
+_CACHED = r"(\((?:\d+/\d+ )?cached\) )?"
+_RESULT = re.compile(r"^(//\S+) +" + _CACHED.replace("(", "(?:", 1) +
+                     r"(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)\b", re.M)
+_TIME = re.compile(r"^(//\S+) +" + _CACHED.replace("(", "(?:", 1) +
+                   r"[A-Z ]+?(?:,? (?:failed )?in \d+ out of \d+)? in ([\d.]+)s\n"
+                   r"(?: +Stats over \d+ runs: max = ([\d.]+)s)?", re.M)
+_FLAKY = re.compile(r"^(//\S+) +" + _CACHED + r"FLAKY, failed in (\d+) out of (\d+)\b",
                     re.M)
 IGNORED = {"test_session"}  # tf.test.TestCase's own, skipped by design
 TIMEOUTS = {"small": 60, "medium": 300, "large": 900, "enormous": 3600}  # Bazel's, in s
@@ -64,10 +68,11 @@ def main(log_path, sizes_path=None):
   with open(log_path, errors="replace") as f:
     log = f.read()
   results = dict(_RESULT.findall(log))
-  for label, fails, runs in _FLAKY.findall(log):
+  for label, cached, fails, runs in _FLAKY.findall(log):
     package, name = label[2:].split(":")
-    print(f"flaky: {label}: failed {fails} of {runs} runs, then passed; the failed runs' "
-          f"logs: bazel-testlogs/{package}/{name}/test_attempts/")
+    print(f"flaky: {label}: failed {fails} of {runs} runs, then passed"
+          f"{' (a cached result)' if cached else ''}; the failed runs' logs: "
+          f"bazel-testlogs/{package}/{name}/test_attempts/")
   passed = failed = skipped = 0
   for label, status in sorted(results.items()):
     if status not in ("PASSED", "FLAKY"):
@@ -82,7 +87,8 @@ def main(log_path, sizes_path=None):
     else:
       passed += 1
   for label, seconds, size in slow_targets(log, sizes_path) if sizes_path else ():
-    print(f"slow: {label}: {seconds:.1f} s, over a third of a {size} test's "
+    print(f"slow: {label}: {seconds:.1f} s, over a third of "
+          f"{'an' if size[0] in 'aeiou' else 'a'} {size} test's "
           f"{TIMEOUTS[size]} s timeout; make it quicker or size it up (docs/developing.md)")
   print(f"{passed} passed, {failed} failed, {skipped} skipped")
   return passed + skipped

@@ -27,10 +27,12 @@ is pending again under the same id and resumes from model_dir. The same holds fo
 --kill-on-bad-exit ends every worker when one fails (2 bad input, 3 diverged), so a
 broken run does not hang in its collectives.
 A step that cannot start on every node (srun's status 233, Slurm's error 1001
-"Communication connection failure" modulo 256: a node's slurmd refused the launch, as
-after a node's return) is requeued the same way, at most LAUNCH_REQUEUES times a job:
-the count is kept in model_dir/.launch/ (the launcher's bookkeeping, as
-launch.retry_budget's), and past it the job ends with the status.
+"Communication connection failure" modulo 256: a node's slurmd could not be connected
+to, as once after a node's return) is requeued the same way, at most LAUNCH_REQUEUES
+times in a row: the count, of the job's launches that failed so since one that started,
+is kept in model_dir/.launch/slurm-<job id>-unreached (the launcher's bookkeeping, as
+launch.retry_budget's ledgers are); past it, or where it cannot be written, the job ends
+with the status. A requeue that scontrol refuses is said in one line.
 """
 
 import dataclasses
@@ -178,24 +180,32 @@ def script(job, options):
   lines += list(options.setup)
   lines.append(f"mkdir -p {shlex.quote(job.model_dir)}")
   ledger = shlex.quote(posixpath.join(job.model_dir, ".launch"))
-  lines += [f"{shlex.join(srun(job, options))} && status=0 || status=$?",
+  requeue = ("  scontrol requeue \"$SLURM_JOB_ID\" || echo \"scontrol could not requeue job "
+             "$SLURM_JOB_ID; it ends with status $status\" >&2")
+  lines += [f"unreached={ledger}/\"slurm-$SLURM_JOB_ID-unreached\"",
+            f"{shlex.join(srun(job, options))} && status=0 || status=$?",
+            f"if [ \"$status\" -ne {EXIT_LAUNCH_UNREACHED} ]; then",
+            "  rm -f \"$unreached\" 2>/dev/null || true  # launched: the count is of those in a row",
+            "fi",
             f"if [ \"$status\" -eq {EXIT_PREEMPTED} ]; then",
             "  echo \"the step saved and stopped ($status): requeueing job $SLURM_JOB_ID "
             "to resume\"",
-            "  scontrol requeue \"$SLURM_JOB_ID\"",
+            requeue,
             f"elif [ \"$status\" -eq {EXIT_LAUNCH_UNREACHED} ]; then",
-            f"  mkdir -p {ledger}",
-            f"  echo \"$status\" >> {ledger}/\"slurm-$SLURM_JOB_ID-unreached\"",
-            f"  tries=$(wc -l < {ledger}/\"slurm-$SLURM_JOB_ID-unreached\")",
-            f"  if [ \"$tries\" -le {LAUNCH_REQUEUES} ]; then",
-            "    echo \"the step could not start on every node ($status: a slurmd was "
-            "unreachable): requeueing job $SLURM_JOB_ID to resume ($tries of at most "
-            f"{LAUNCH_REQUEUES})\"",
-            "    scontrol requeue \"$SLURM_JOB_ID\"",
+            f"  tries=$({{ mkdir -p {ledger} && echo \"$status\" >> \"$unreached\" && "
+            "wc -l < \"$unreached\"; } 2>/dev/null) || tries=",
+            f"  if [ -z \"$tries\" ]; then",
+            "    echo \"the step could not start on every node ($status) and $unreached "
+            "could not be written: not requeued\" >&2",
+            f"  elif [ \"$tries\" -le {LAUNCH_REQUEUES} ]; then",
+            "    echo \"the step could not start on every node ($status: a slurmd could not "
+            "be reached): requeueing job $SLURM_JOB_ID to resume ($tries in a row, of at "
+            f"most {LAUNCH_REQUEUES})\"",
+            "  " + requeue,
             "  else",
-            "    echo \"the step could not start on every node ($status), $tries times: "
-            f"not requeued again (at most {LAUNCH_REQUEUES}); see the nodes' slurmd logs\" "
-            ">&2",
+            "    echo \"the step could not start on every node ($status), $tries times in a "
+            f"row: not requeued again (at most {LAUNCH_REQUEUES}); see the nodes' slurmd "
+            "logs\" >&2",
             "  fi",
             "fi",
             "exit \"$status\""]

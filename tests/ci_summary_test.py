@@ -65,7 +65,8 @@ class CiSummaryTest(absltest.TestCase):
     # slowest shard ("max" of the stats line), a failed one too.
     root = self.create_tempdir().full_path
     labels = ["//tests/a:quick_test", "//tests/a:slow_test", "//tests/b:sharded_test",
-              "//tests/b:even_test", "//tests/c:timeout_test"]
+              "//tests/b:even_test", "//tests/c:timeout_test", "//tests/d:retried_test",
+              "//tests/d:partly_cached_test"]
     for label in labels:
       write_target(root, label, [("test_x", False)])
     done = self.summarize(
@@ -76,8 +77,13 @@ class CiSummaryTest(absltest.TestCase):
         "  Stats over 6 runs: max = 137.3s, min = 31.0s, avg = 72.3s, dev = 37.4s\n"
         "//tests/b:even_test                 PASSED in 100.0s\n"
         "  Stats over 2 runs: max = 100.0s, min = 31.0s, avg = 65.5s, dev = 34.5s\n"
-        "//tests/c:timeout_test             TIMEOUT in 60.1s\n",
-        sizes=dict(zip(labels, ["small", "small", "medium", "medium", "small"])))
+        "//tests/c:timeout_test             TIMEOUT in 60.1s\n"
+        "//tests/d:retried_test             FAILED in 3 out of 3 in 1500.0s\n"
+        "  Stats over 3 runs: max = 1500.0s, min = 1400.0s, avg = 1450.0s, dev = 40.8s\n"
+        "//tests/d:partly_cached_test (5/6 cached) PASSED in 90.0s\n"
+        "  Stats over 6 runs: max = 120.0s, min = 31.0s, avg = 72.3s, dev = 37.4s\n",
+        sizes=dict(zip(labels, ["small", "small", "medium", "medium", "small", "enormous",
+                                "small"])))
     self.assertEqual(done.returncode, 0, done.stderr)
     slow = [line for line in done.stdout.splitlines() if line.startswith("slow: ")]
     self.assertEqual(slow, [
@@ -86,28 +92,36 @@ class CiSummaryTest(absltest.TestCase):
         "slow: //tests/b:sharded_test: 137.3 s, over a third of a medium test's 300 s "
         "timeout; make it quicker or size it up (docs/developing.md)",
         "slow: //tests/c:timeout_test: 60.1 s, over a third of a small test's 60 s "
+        "timeout; make it quicker or size it up (docs/developing.md)",
+        "slow: //tests/d:partly_cached_test: 120.0 s, over a third of a small test's 60 s "
+        "timeout; make it quicker or size it up (docs/developing.md)",
+        "slow: //tests/d:retried_test: 1500.0 s, over a third of an enormous test's 3600 s "
         "timeout; make it quicker or size it up (docs/developing.md)"])
-    self.assertEqual(done.stdout.splitlines()[-1], "4 passed, 1 failed, 0 skipped")
+    self.assertEqual(done.stdout.splitlines()[-1], "5 passed, 2 failed, 0 skipped")
 
   def test_a_flaky_target_that_passed_counts_as_passed_and_is_named(self):
     # Bazel 4.2.3's lines for a target marked flaky=True whose first attempt failed.
     root = self.create_tempdir().full_path
-    for label in ("//tests/a:ok_test", "//tests/b:real_test"):
+    for label in ("//tests/a:ok_test", "//tests/b:real_test", "//tests/c:old_test"):
       write_target(root, label, [("test_x", False)])
     done = self.summarize(
         root,
         "//tests/a:ok_test                   PASSED in 3.1s\n"
         "//tests/b:real_test                 FLAKY, failed in 1 out of 2 in 345.1s\n"
         "  Stats over 2 runs: max = 345.1s, min = 130.0s, avg = 237.6s, dev = 107.6s\n"
-        "  /root/.cache/bazel/x/testlogs/tests/b/real_test/test_attempts/attempt_1.log\n",
-        sizes={"//tests/a:ok_test": "small", "//tests/b:real_test": "medium"})
+        "  /root/.cache/bazel/x/testlogs/tests/b/real_test/test_attempts/attempt_1.log\n"
+        "//tests/c:old_test        (cached) FLAKY, failed in 2 out of 3 in 9.0s\n",
+        sizes={"//tests/a:ok_test": "small", "//tests/b:real_test": "medium",
+               "//tests/c:old_test": "medium"})
     self.assertEqual(done.returncode, 0, done.stderr)
     self.assertEqual(done.stdout.splitlines(), [
         "flaky: //tests/b:real_test: failed 1 of 2 runs, then passed; the failed runs' "
         "logs: bazel-testlogs/tests/b/real_test/test_attempts/",
+        "flaky: //tests/c:old_test: failed 2 of 3 runs, then passed (a cached result); the "
+        "failed runs' logs: bazel-testlogs/tests/c/old_test/test_attempts/",
         "slow: //tests/b:real_test: 345.1 s, over a third of a medium test's 300 s "
         "timeout; make it quicker or size it up (docs/developing.md)",
-        "2 passed, 0 failed, 0 skipped"])
+        "3 passed, 0 failed, 0 skipped"])
 
   def test_no_test_run_is_not_success(self):
     done = self.summarize(self.create_tempdir().full_path, "INFO: Build completed\n")

@@ -124,11 +124,16 @@ def free_ports(count):
 
 
 def _alive(pid):
+  """Whether process `pid` runs (a zombie, killed but not yet reaped, does not)."""
   try:
     os.kill(pid, 0)
-    return True
   except (ProcessLookupError, PermissionError):
     return False
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except (OSError, IndexError):
+    return True
 
 
 def _read_pid(pid_file):
@@ -405,7 +410,11 @@ class Cluster:
     pid = _read_pid(os.path.join(self.dir, f"slurmd-{self.names[node]}.pid"))
     if pid is not None and _alive(pid):
       os.kill(pid, signal.SIGKILL)
+      deadline = time.monotonic() + 10
       while _alive(pid):
+        if time.monotonic() > deadline:
+          raise RuntimeError(f"slurmd {self.names[node]} (pid {pid}) outlived SIGKILL "
+                             "by 10 s")
         time.sleep(0.05)
 
   def revive_node(self, node):

@@ -3,6 +3,7 @@ started once for the test class, this interpreter as the jobs' `python3`, the lo
 two-worker run of the tiny flagship they compare with, and the launcher itself
 (`python -m launch.cli --backend=slurm`) submitting to the cluster."""
 
+import contextlib
 import glob
 import io
 import os
@@ -126,6 +127,28 @@ class SlurmJobsTest(tf.test.TestCase):
     shown = self.cluster.run("scontrol", "show", "job", job_id, check=False).stdout
     self.fail(f"job {job_id} still {state} after {timeout} s:\n{shown}\n"
               f"{self.output(job_id)[-3000:]}")
+
+  def wait_for(self, condition, timeout, what):
+    """Polls condition() until it is truthy (its value) or fails after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+      found = condition()
+      if found:
+        return found
+      time.sleep(0.2)
+    self.fail(f"{what}: not after {timeout} s")
+
+  def slurmd_log(self, name):
+    with open(os.path.join(self.cluster.dir, f"slurmd-{name}.log")) as f:
+      return f.read()
+
+  @contextlib.contextmanager
+  def daemons_reported_on_failure(self):
+    """A failure's message ends with each Slurm daemon's state and log tail."""
+    try:
+      yield
+    except AssertionError as e:
+      raise AssertionError(f"{e}\n{self.cluster.daemon_report()}") from e
 
   def checkpoints(self):
     """The numbers of the checkpoints in model_dir (those with an index: whole)."""

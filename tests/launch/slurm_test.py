@@ -46,7 +46,9 @@ class SlurmTest(absltest.TestCase):
     body = lines[lines.index("set -euo pipefail") + 1:]
     self.assertEqual(body[:3], ["cd /shared/zoo", "source /shared/zoo-venv/bin/activate",
                                 "mkdir -p /shared/runs/nfnet"])
-    srun_line = shlex.split(body[3])
+    self.assertEqual(body[3], 'unreached=/shared/runs/nfnet/.launch/'
+                     '"slurm-$SLURM_JOB_ID-unreached"')
+    srun_line = shlex.split(body[4])
     self.assertEqual(srun_line[:srun_line.index("&&")],
                      ["srun", "--kill-on-bad-exit=1", "--distribution=block"] +
                      JOB.command(extra=["--cluster=slurm"]))
@@ -167,7 +169,8 @@ class SlurmTest(absltest.TestCase):
                 'exec "$0" -x "$1"')
     result = subprocess.run([bash, "-c", recorder, bash, path], cwd=here, text=True,
                             env={"PATH": os.environ["PATH"], "HOME": here,
-                                 "SRUN_ARGV": os.path.join(here, "srun.argv")},
+                                 "SRUN_ARGV": os.path.join(here, "srun.argv"),
+                                 "SLURM_JOB_ID": "7"},  # sbatch sets it
                             capture_output=True, timeout=30, check=False)
     self.assertEqual(result.returncode, 0, result.stderr)
     with open(os.path.join(here, "srun.argv")) as f:
@@ -185,9 +188,12 @@ class SlurmTest(absltest.TestCase):
 
   def test_the_batch_shell_requeues_a_preempted_or_unlaunched_step(self):
     """The script under bash with stand-in srun (exiting with a given status) and
-    scontrol (recording its words): 143 requeues; 233 (a node's slurmd unreachable)
-    requeues three times a job, counted under model_dir/.launch/, then ends the job;
-    other statuses end it. model_dir is hostile: the ledger's path stays one word."""
+    scontrol (recording its words, or failing): 143 requeues; 233 (a node's slurmd
+    could not be reached) requeues three times in a row, counted in
+    model_dir/.launch/slurm-<id>-unreached, then ends the job; a step that launched
+    resets the count; a ledger that cannot be written or a refused requeue is said in
+    one line and the status kept; other statuses end the job. model_dir is hostile:
+    the ledger's path stays one word and nothing in it runs."""
     bash = shutil.which("bash")
     if bash is None:
       self.skipTest("no bash here")
@@ -198,15 +204,17 @@ class SlurmTest(absltest.TestCase):
     with open(path, "w") as f:
       f.write(slurm.script(job, slurm.Options(workdir=here)))
     stand_ins = ('srun() { return "$SRUN_STATUS"; }; '
-                 'scontrol() { printf "%s\\n" "$*" >> "$SCONTROL_LOG"; }; '
-                 'export -f srun scontrol; exec "$0" "$1"')
+                 'scontrol() { printf "%s\\n" "$*" >> "$SCONTROL_LOG"; '
+                 'return "$SCONTROL_STATUS"; }; export -f srun scontrol; exec "$0" "$1"')
     log = os.path.join(here, "scontrol.log")
+    ledger = os.path.join(model_dir, ".launch")
 
-    def run(status, job_id="7"):
+    def run(status, job_id="7", scontrol_status=0):
       result = subprocess.run(
           [bash, "-c", stand_ins, bash, path], cwd=here, text=True, capture_output=True,
           env={"PATH": os.environ["PATH"], "SRUN_STATUS": str(status),
-               "SLURM_JOB_ID": job_id, "SCONTROL_LOG": log}, timeout=30, check=False)
+               "SCONTROL_STATUS": str(scontrol_status), "SLURM_JOB_ID": job_id,
+               "SCONTROL_LOG": log}, timeout=30, check=False)
       calls = []
       if os.path.exists(log):
         with open(log) as f:
@@ -214,25 +222,47 @@ class SlurmTest(absltest.TestCase):
         os.remove(log)
       return result, calls
 
+    def requeued(tries, job_id="7"):
+      return (f"could not start on every node (233: a slurmd could not be reached): "
+              f"requeueing job {job_id} to resume ({tries} in a row, of at most 3)")
+
     for status in (0, 1, 2, 200):
       result, calls = run(status)
       self.assertEqual((result.returncode, calls), (status, []), result.stderr)
     result, calls = run(143)
     self.assertEqual((result.returncode, calls), (143, ["requeue 7"]))
     self.assertIn("requeueing job 7 to resume", result.stdout)
+    for tries in (1, 2):
+      result, calls = run(slurm.EXIT_LAUNCH_UNREACHED)
+      self.assertEqual((result.returncode, calls), (233, ["requeue 7"]), result.stderr)
+      self.assertIn(requeued(tries), result.stdout)
+    run(143)  # a step that started: the count starts again
+    self.assertEqual(os.listdir(ledger), [])
     for tries in (1, 2, 3):
       result, calls = run(slurm.EXIT_LAUNCH_UNREACHED)
       self.assertEqual((result.returncode, calls), (233, ["requeue 7"]), result.stderr)
-      self.assertIn(f"could not start on every node (233: a slurmd was unreachable): "
-                    f"requeueing job 7 to resume ({tries} of at most 3)", result.stdout)
+      self.assertIn(requeued(tries), result.stdout)
     result, calls = run(slurm.EXIT_LAUNCH_UNREACHED)
     self.assertEqual((result.returncode, calls), (233, []))
-    self.assertIn("could not start on every node (233), 4 times: not requeued again",
-                  result.stderr)
+    self.assertIn("could not start on every node (233), 4 times in a row: not requeued "
+                  "again", result.stderr)
     result, calls = run(slurm.EXIT_LAUNCH_UNREACHED, job_id="8")  # another job: afresh
     self.assertEqual(calls, ["requeue 8"])
-    ledger = os.path.join(model_dir, ".launch")
     self.assertEqual(sorted(os.listdir(ledger)), ["slurm-7-unreached", "slurm-8-unreached"])
+    # scontrol refuses: one line, the step's status kept.
+    result, calls = run(143, job_id="9", scontrol_status=1)
+    self.assertEqual((result.returncode, calls), (143, ["requeue 9"]))
+    self.assertIn("scontrol could not requeue job 9; it ends with status 143", result.stderr)
+    result, calls = run(slurm.EXIT_LAUNCH_UNREACHED, job_id="9", scontrol_status=1)
+    self.assertEqual((result.returncode, calls), (233, ["requeue 9"]))
+    self.assertIn("scontrol could not requeue job 9; it ends with status 233", result.stderr)
+    # The ledger cannot be written (.launch a file): not requeued, said, status kept.
+    shutil.rmtree(ledger)
+    with open(ledger, "w") as f:
+      f.write("not a folder")
+    result, calls = run(slurm.EXIT_LAUNCH_UNREACHED)
+    self.assertEqual((result.returncode, calls), (233, []), result.stderr)
+    self.assertIn("could not be written: not requeued", result.stderr)
     self.assertEqual(sorted(os.listdir(here)), sorted(
         [os.path.basename(model_dir), slurm.SCRIPT]))  # no `touch pwned`
 
