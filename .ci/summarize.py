@@ -18,13 +18,13 @@ import xml.etree.ElementTree as ElementTree
 # Bazel 4.2.3's summary lines: "//a:b  PASSED in 3.1s", "(cached) PASSED", a sharded
 # target's "(5/6 cached) PASSED", a retried one's "FAILED in 3 out of 3 in 9.0s" and a
 # flaky one's "FLAKY, failed in 1 out of 2 in 9.0s"; then "Stats over N runs: max = ...".
-_CACHED = r"(\((?:\d+/\d+ )?cached\) )?"
-_RESULT = re.compile(r"^(//\S+) +" + _CACHED.replace("(", "(?:", 1) +
+_CACHED = r"\((?:\d+/\d+ )?cached\) "
+_RESULT = re.compile(rf"^(//\S+) +(?:{_CACHED})?"
                      r"(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)\b", re.M)
-_TIME = re.compile(r"^(//\S+) +" + _CACHED.replace("(", "(?:", 1) +
+_TIME = re.compile(rf"^(//\S+) +(?:{_CACHED})?"
                    r"[A-Z ]+?(?:,? (?:failed )?in \d+ out of \d+)? in ([\d.]+)s\n"
                    r"(?: +Stats over \d+ runs: max = ([\d.]+)s)?", re.M)
-_FLAKY = re.compile(r"^(//\S+) +" + _CACHED + r"FLAKY, failed in (\d+) out of (\d+)\b",
+_FLAKY = re.compile(rf"^(//\S+) +({_CACHED})?FLAKY, failed in (\d+) out of (\d+)\b",
                     re.M)
 IGNORED = {"test_session"}  # tf.test.TestCase's own, skipped by design
 TIMEOUTS = {"small": 60, "medium": 300, "large": 900, "enormous": 3600}  # Bazel's, in s

@@ -24,7 +24,6 @@ import tensorflow as tf
 
 from launch import slurm
 from recipes import strategies
-from tests.launch import slurm_cluster
 from tests.launch import slurm_jobs
 
 ENDED = slurm_jobs.ENDED
