@@ -27,7 +27,9 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`, output
   twice the output size on both sides scaled down in libjpeg's IDCT; set against
   `train`: none such at 224 on these shapes, half the boxes at 128), `train_uint8`
   (`train` handing uint8 batches, normalised later on the device: set against
-  `train`, the host's share alone); ImageNet mean / std; nothing cached (one epoch's cost); a
+  `train`, the host's share alone), `train_randaugment_per_image` (`train_randaugment`
+  with RandAugment per image, `randaugment_batched = False`: `train_randaugment` is set
+  against it); ImageNet mean / std; nothing cached (one epoch's cost); a
   shuffle buffer of one batch (a small share of the data, as 10000 of ImageNet's
   1.28M: a buffer holding the whole folder would decode it all in the untimed first
   batch). `train_decode_whole` and `eval_decode_whole`: `train` and `eval` decoding
@@ -86,7 +88,7 @@ PUBLISHED = ("NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch), 1x A100 80GB
              " 'Training performance: NVIDIA DGX A100 (8x A100 80GB)')")
 PEERED = ("train", "train_randaugment", "train_kang", "eval")  # torchvision has these
 OURS = PEERED + ("train_model_garden", "train_no_antialias", "train_bicubic",
-                 "train_dct_scaling", "train_uint8")
+                 "train_dct_scaling", "train_uint8", "train_randaugment_per_image")
 # Rows whose crops are not `train`'s boxes: no ratio to the decode-and-crop limit.
 OTHER_BOXES = ("eval", "train_model_garden")
 # `train` and `eval` as they were before their fused decodes: every JPEG decoded whole,
@@ -96,7 +98,8 @@ WHOLE_OF = {fused: whole for whole, fused in WHOLE.items()}
 # Rows set against the row they change one thing of: {row: (its base, what differs)}.
 BASE_OF = {**{fused: (whole, "fused decode-and-crop") for fused, whole in WHOLE_OF.items()},
            "train_dct_scaling": ("train", "DCT-scaled decode"),
-           "train_uint8": ("train", "uint8 batches")}
+           "train_uint8": ("train", "uint8 batches"),
+           "train_randaugment": ("train_randaugment_per_image", "RandAugment over batches")}
 LIMITS = ("decode", "decode_and_crop", "decode_and_crop_resize")
 PEER = "torchvision"
 # The peers: {kind: (its script, the flag naming its Python, what that Python needs,
@@ -186,6 +189,7 @@ def settings(name, batch_size, image_size=224):
       eval_crop_fraction=0.875,
       eval_resize_method="bilinear", cache=False, shuffle_buffer=batch_size)
   extra = {"train_randaugment": dict(randaugment=(2, 9)),
+           "train_randaugment_per_image": dict(randaugment=(2, 9), randaugment_batched=False),
            "train_model_garden": dict(random_resized_crop_sampler="model_garden"),
            "train_no_antialias": dict(random_resized_crop_antialias=False),
            "train_bicubic": dict(random_resized_crop_method="bicubic",

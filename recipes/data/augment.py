@@ -19,6 +19,7 @@ from official.vision.ops import augment as mg_augment
 from official.vision.ops import preprocess_ops
 from recipes.data import autoaugment_pil
 from recipes.data import randaugment as randaugment_lib
+from recipes.data import randaugment_batched
 from zoo import card as card_lib
 
 # The PIL port's CIFAR-10 policy at its own magnitudes (Ren et al.'s copy).
@@ -31,6 +32,24 @@ def randaugment_op(randaugment):
   """Model Garden's RandAugment for (num_layers, magnitude) with the same pixels at less
   cost (`randaugment.RandAugment`); None for () or None."""
   return randaugment_lib.RandAugment(*randaugment) if randaugment else None
+
+
+def randaugment_batched_op(randaugment):
+  """RandAugment (num_layers, magnitude) over batches (`randaugment_batched`); None for
+  () or None."""
+  if not randaugment:
+    return None
+  try:
+    return randaugment_batched.BatchedRandAugment(*randaugment)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"InputPipeline.randaugment={tuple(randaugment)!r}: {e}") from None
+
+
+def batchable(spec):
+  """Whether images of tf.TensorSpec `spec` (one image) take RandAugment over batches:
+  uint8 RGB of a static size."""
+  return (spec.dtype == tf.uint8 and spec.shape.rank == 3 and
+          spec.shape.is_fully_defined() and spec.shape[-1] == 3)
 
 
 def autoaugment_op(policy, translate):
