@@ -469,7 +469,8 @@ INPUT_PEERS = (("torchvision", "torchvision"), ("torchvision_simd", "torchvision
 # The row each row that changes one thing of another is set against
 # (input_benchmark.BASE_OF's, checked equal in tests/benchmarks/tables_test.py).
 INPUT_BASES = {"train": "train_decode_whole", "eval": "eval_decode_whole",
-               "train_dct_scaling": "train", "train_uint8": "train"}
+               "train_dct_scaling": "train", "train_uint8": "train",
+               "train_randaugment": "train_randaugment_per_image"}
 
 
 def input_peers(results):

@@ -129,11 +129,12 @@ class InputPipeline:
       None: the card's.
     randaugment_batched: run RandAugment over each batch (`randaugment_batched`: each
       image's draws from its (seed, epoch, position), so a resumed epoch draws alike;
-      each op once on the images that drew it; Model Garden's pixels op by op; 1.4x
-      less time than per image: docs/input.md); False: per image, with Model Garden's
-      random stream (TensorFlow's op-level seeds). Per image either way with `cutout`
-      (it comes after RandAugment), echoing "after_augmentation" (copies share their
-      augmentation) or images of no static size or not RGB.
+      each op once on the images that drew it; Model Garden's pixels op by op; in the
+      pipeline about as fast as per image, 1.02x-1.03x: docs/input.md); False: per
+      image, with Model Garden's random stream (TensorFlow's op-level seeds, which a
+      resumed epoch draws anew). Per image either way with `cutout` (it comes after
+      RandAugment), echoing "after_augmentation" (copies share their augmentation) or
+      images of no static size or not RGB.
     autoaugment: None, or a policy of Model Garden's AutoAugment (Cubuk et al. 2019):
       "reduced_cifar10" (the CIFAR-10 policy: 25 sub-policies), "v0", "svhn", ...; or
       "cifar10_pil": the same 25 sub-policies at the magnitudes of the widely copied

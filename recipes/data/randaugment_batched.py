@@ -180,8 +180,10 @@ class BatchedRandAugment:
                prob_to_apply=None):
     if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
       raise ValueError(f"RandAugment's num_layers={num_layers!r} must be an int >= 0")
-    if not 0 <= float(magnitude) <= mg_augment._MAX_LEVEL:  # pylint: disable=protected-access
-      raise ValueError(f"RandAugment's magnitude={magnitude!r} must be in [0, 10]")
+    # Above Model Garden's 10 its levels extrapolate (DeepMind's NFNet-F2+ use 15).
+    if isinstance(magnitude, bool) or not isinstance(magnitude, (int, float)) or not (
+        magnitude >= 0):
+      raise ValueError(f"RandAugment's magnitude={magnitude!r} must be a number >= 0")
     self.num_layers = num_layers
     self.magnitude = float(magnitude)
     self.cutout_const = float(cutout_const)

@@ -48,11 +48,12 @@ def drawn_for(ops, signs, centres):
 class BatchedRandAugmentTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(([4, 33, 57, 3], 9), ([3, 64, 48, 3], 5), ([2, 20, 20, 3], 10),
-                            ([3, 64, 48, 3], 2))
+                            ([3, 64, 48, 3], 2), ([2, 40, 36, 3], 15))
   def test_each_op_on_a_batch_is_model_gardens_on_each_image(self, shape, magnitude):
     # At magnitude 9 TranslateY's 90 px exceed 33 rows (the warp's index map), at 5 the
     # 50 px fit (the window); 20 x 20 at 10: every shift beyond the side. At 2 Cutout's
-    # 8 px blocks lie inside the image, but the first, cut by the corner.
+    # 8 px blocks lie inside the image, but the first, cut by the corner; 15 is beyond
+    # Model Garden's 10 (DeepMind's NFNet-F2 and up).
     augmenter = randaugment_batched.BatchedRandAugment(1, magnitude)
     x = images(shape, seed=shape[1])
     n = shape[0]
@@ -116,7 +117,8 @@ class BatchedRandAugmentTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(
       (dict(num_layers=-1), "num_layers"), (dict(num_layers=2.0), "num_layers"),
-      (dict(magnitude=11), "magnitude"), (dict(magnitude=-1), "magnitude"))
+      (dict(magnitude="9"), "magnitude"), (dict(magnitude=-1), "magnitude"),
+      (dict(magnitude=float("nan")), "magnitude"))
   def test_bad_settings_are_one_line(self, kwargs, field):
     with self.assertRaisesRegex(ValueError, field):
       randaugment_batched.BatchedRandAugment(**kwargs)
