@@ -23,7 +23,7 @@ Model Garden's op on each image (tested image by image):
 
 The draws are stateless, from a seed an image (the pipeline's (seed, epoch, position)
 key): a rebuilt (resumed) epoch draws them again alike, which the per-image op
-(TensorFlow's op-level seeds) does not. They are not Model Garden's random stream: the
+(TensorFlow's op-level seeds, raced for by the parallel map's calls) does not. They are not Model Garden's random stream: the
 same distribution, other draws. At a fixed magnitude every op has one argument (a sign
 aside); Model Garden's random magnitude (`magnitude_std`) is not batched here.
 """
