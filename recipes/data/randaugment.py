@@ -221,13 +221,19 @@ def autocontrast(image):
     return mg_augment.autocontrast(image)
   lo = tf.cast(tf.reduce_min(image, axis=[0, 1]), tf.float32)
   hi = tf.cast(tf.reduce_max(image, axis=[0, 1]), tf.float32)
-  stretch = hi > lo
-  scale = tf.where(stretch, 255.0 / (hi - lo), 1.0)
-  offset = tf.where(stretch, -lo * scale, 0.0)
+  scale, offset = stretch(lo, hi)
   stretched = (tf.cast(rows(image), tf.float32) * per_channel(scale, image) +
                per_channel(offset, image))
   stretched = tf.cast(tf.clip_by_value(stretched, 0.0, 255.0), tf.uint8)
   return tf.reshape(stretched, tf.shape(image))
+
+
+def stretch(lo, hi):
+  """Model Garden's `autocontrast` scale and offset of channels from float32 [lo, hi]
+  to [0, 255]: 255 / (hi - lo) and -lo * that where hi > lo; else 1 and 0."""
+  stretches = hi > lo
+  scale = tf.where(stretches, 255.0 / (hi - lo), 1.0)
+  return scale, tf.where(stretches, -lo * scale, 0.0)
 
 
 def equalize(image):
@@ -240,16 +246,21 @@ def equalize(image):
   index = tf.cast(rows(image), tf.int32) + per_channel(tf.range(0, 768, 256), image)
   histogram = tf.reshape(tf.math.bincount(tf.reshape(index, [-1]), minlength=768,
                                           maxlength=768), [3, 256])
+  equalized = tf.gather(tf.reshape(equalize_tables(histogram), [-1]), index)
+  return tf.reshape(equalized, tf.shape(image))
+
+
+def equalize_tables(histogram):
+  """PIL's equalize tables, Model Garden's `equalize` of one channel a row: uint8
+  [rows, 256] of int32 histograms [rows, 256]."""
   present = tf.cast(histogram > 0, tf.int32)
   largest = 255 - tf.argmax(tf.reverse(present, [1]), axis=1, output_type=tf.int32)
   last = tf.gather(histogram, largest, batch_dims=1)[:, None]
   step = (tf.reduce_sum(histogram, axis=1, keepdims=True) - last) // 255
   tables = (tf.cumsum(histogram, axis=1) + step // 2) // tf.maximum(step, 1)
-  tables = tf.clip_by_value(tf.concat([tf.zeros([3, 1], tf.int32), tables[:, :-1]], 1),
+  tables = tf.clip_by_value(tf.concat([tf.zeros_like(tables[:, :1]), tables[:, :-1]], 1),
                             0, 255)
-  tables = tf.where(step == 0, tf.range(256), tables)
-  equalized = tf.gather(tf.reshape(tf.cast(tables, tf.uint8), [-1]), index)
-  return tf.reshape(equalized, tf.shape(image))
+  return tf.cast(tf.where(step == 0, tf.range(256), tables), tf.uint8)
 
 
 def sharpness(image, factor):

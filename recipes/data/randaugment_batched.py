@@ -56,9 +56,7 @@ def autocontrast(images):
   """`randaugment.autocontrast` of each image ([n, height, width, 3] uint8)."""
   lo = tf.cast(tf.reduce_min(images, axis=[1, 2]), tf.float32)
   hi = tf.cast(tf.reduce_max(images, axis=[1, 2]), tf.float32)
-  stretch = hi > lo
-  scale = tf.where(stretch, 255.0 / (hi - lo), 1.0)
-  offset = tf.where(stretch, -lo * scale, 0.0)
+  scale, offset = randaugment.stretch(lo, hi)
   stretched = (tf.cast(_rows(images), tf.float32) * _per_channel(scale, images) +
                _per_channel(offset, images))
   stretched = tf.cast(tf.clip_by_value(stretched, 0.0, 255.0), tf.uint8)
@@ -73,15 +71,8 @@ def equalize(images):
   index = tf.cast(_rows(images), tf.int32) + _per_channel(offsets, images)
   histogram = tf.reshape(tf.math.bincount(tf.reshape(index, [-1]), minlength=n * 768,
                                           maxlength=n * 768), [n * 3, 256])
-  present = tf.cast(histogram > 0, tf.int32)
-  largest = 255 - tf.argmax(tf.reverse(present, [1]), axis=1, output_type=tf.int32)
-  last = tf.gather(histogram, largest, batch_dims=1)[:, None]
-  step = (tf.reduce_sum(histogram, axis=1, keepdims=True) - last) // 255
-  tables = (tf.cumsum(histogram, axis=1) + step // 2) // tf.maximum(step, 1)
-  tables = tf.clip_by_value(tf.concat([tf.zeros([n * 3, 1], tf.int32), tables[:, :-1]], 1),
-                            0, 255)
-  tables = tf.where(step == 0, tf.range(256), tables)
-  equalized = tf.gather(tf.reshape(tf.cast(tables, tf.uint8), [-1]), index)
+  tables = randaugment.equalize_tables(histogram)
+  equalized = tf.gather(tf.reshape(tables, [-1]), index)
   return tf.reshape(equalized, tf.shape(images))
 
 
