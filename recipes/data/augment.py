@@ -47,9 +47,11 @@ def randaugment_batched_op(randaugment):
 
 def batchable(spec):
   """Whether images of tf.TensorSpec `spec` (one image) take RandAugment over batches:
-  uint8 RGB of a static size."""
+  uint8 RGB of a static size, 3 pixels or more a side (Sharpness's 3 x 3 kernel; per
+  image, smaller ones take Model Garden's)."""
   return (spec.dtype == tf.uint8 and spec.shape.rank == 3 and
-          spec.shape.is_fully_defined() and spec.shape[-1] == 3)
+          spec.shape.is_fully_defined() and spec.shape[-1] == 3 and
+          min(spec.shape[0], spec.shape[1]) >= 3)
 
 
 def autoaugment_op(policy, translate):

@@ -130,7 +130,7 @@ class InputPipeline:
     randaugment_batched: run RandAugment over each batch (`randaugment_batched`: each
       image's draws from its (seed, epoch, position), so a resumed epoch draws alike;
       each op once on the images that drew it; Model Garden's pixels op by op; in the
-      pipeline about as fast as per image, 1.02x-1.03x: docs/input.md); False: per
+      pipeline about as fast as per image, 1.01x-1.03x: docs/input.md); False: per
       image, with Model Garden's random stream (TensorFlow's op-level seeds, which the
       parallel map's calls race for: a rebuilt epoch's batches differ). Per image either way with `cutout` (it comes after
       RandAugment), echoing "after_augmentation" (copies share their augmentation) or

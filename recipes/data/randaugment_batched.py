@@ -106,7 +106,8 @@ def shift_reflect(images, shift, axis):
 
 def cutout(images, pad_size, centres, replace=0):
   """Model Garden's `cutout` of each image: the rows and columns within `pad_size` (a
-  Python int) of its centre (`centres` [n, 2]: row, column) set to `replace`, written
+  Python int) of its centre (`centres` [n, 2]: row, column) set to `replace` (a value,
+  or one a channel), written
   as one scatter of the blocks' pixels (a block cut by the border repeats its edge
   pixels' indices, which take the same value), not a select over every pixel."""
   n, height, width = tf.shape(images)[0], images.shape[1], images.shape[2]
@@ -123,7 +124,7 @@ def cutout(images, pad_size, centres, replace=0):
            columns[:, None, :])
   pixel = tf.reshape(pixel, [-1, 1])
   flat = tf.reshape(images, [-1, images.shape[3]])
-  fill = tf.fill([tf.shape(pixel)[0], images.shape[3]], tf.cast(replace, images.dtype))
+  fill = tf.broadcast_to(tf.cast(replace, images.dtype), [tf.shape(pixel)[0], images.shape[3]])
   return tf.reshape(tf.tensor_scatter_nd_update(flat, pixel, fill), tf.shape(images))
 
 
@@ -173,8 +174,8 @@ class BatchedRandAugment:
       raise ValueError(f"RandAugment's num_layers={num_layers!r} must be an int >= 0")
     # Above Model Garden's 10 its levels extrapolate (DeepMind's NFNet-F2+ use 15).
     if isinstance(magnitude, bool) or not isinstance(magnitude, (int, float)) or not (
-        magnitude >= 0):
-      raise ValueError(f"RandAugment's magnitude={magnitude!r} must be a number >= 0")
+        0 <= magnitude < float("inf")):
+      raise ValueError(f"RandAugment's magnitude={magnitude!r} must be a finite number >= 0")
     self.num_layers = num_layers
     self.magnitude = float(magnitude)
     self.cutout_const = float(cutout_const)
@@ -215,7 +216,9 @@ class BatchedRandAugment:
         "Contrast": lambda x, d: mg_augment.contrast(x, *fixed["Contrast"]),
         "Brightness": lambda x, d: mg_augment.brightness(x, *fixed["Brightness"]),
         "Sharpness": lambda x, d: sharpness(x, *fixed["Sharpness"]),
-        "Cutout": lambda x, d: cutout(x, *fixed["Cutout"], centres=d[:, 2:4]),
+        # Grey, as Model Garden's RandAugment passes its replace value to Cutout.
+        "Cutout": lambda x, d: cutout(x, *fixed["Cutout"], centres=d[:, 2:4],
+                                      replace=randaugment.REPLACE),
     }
     out = []
     for name in OPS:
@@ -240,12 +243,12 @@ class BatchedRandAugment:
     return lambda x, d: tf.reshape(
         tf.gather(tf.reshape(x, [tf.shape(x)[0], -1, 3]), indices, axis=1), tf.shape(x))
 
-  def apply_layer(self, images, drawn):
+  def apply_layer(self, images, drawn, branches=None):
     """One layer on `images` [n, height, width, 3] uint8 with that layer's `drawn` [n,
-    DRAWS]: the images are split by (op, sign), each part takes its op, and the parts
-    are put back in place."""
-    height, width = images.shape[1], images.shape[2]
-    branches = self.branches(height, width)
+    DRAWS]: the images are split by (op, sign), each part takes its op (`branches`,
+    made here if not given), and the parts are put back in place."""
+    if branches is None:
+      branches = self.branches(images.shape[1], images.shape[2])
     keys = {key: i for i, (key, _) in enumerate(branches)}
     # The part of each draw: op's first key, plus the sign for the signed ops.
     first = tf.constant([keys[(name, 0)] for name in OPS] + [len(branches)])
@@ -267,6 +270,7 @@ class BatchedRandAugment:
         or images.dtype != tf.uint8):
       raise ValueError("BatchedRandAugment takes uint8 batches [n, height, width, 3] of "
                        f"one static size, not {images.dtype.name} {shape}")
+    branches = self.branches(shape[1], shape[2])  # the index maps: one constant each
     for layer in range(self.num_layers):
-      images = self.apply_layer(images, drawn[:, layer])
+      images = self.apply_layer(images, drawn[:, layer], branches)
     return images

@@ -10,6 +10,7 @@ from scipy import stats
 import tensorflow as tf
 
 from official.vision.ops import augment as mg_augment
+from recipes.data import augment
 from recipes.data import pipeline
 from recipes.data import randaugment
 from recipes.data import randaugment_batched
@@ -27,18 +28,19 @@ def images(shape, seed=0):
 
 
 def model_gardens(image, name, sign, centre, magnitude):
-  """Model Garden's op `name` on one image, its level negated for sign 1 (a float32
-  tensor, as its `_randomly_negate_tensor` makes it), Cutout at `centre`."""
-  args = mg_augment.level_to_arg(40., 100.)
+  """Model Garden's op `name` on one image as its RandAugment calls it (the function
+  and arguments of its `_parse_policy_info`, replace value included), the level
+  negated for sign 1 (a float32 tensor, as its `_randomly_negate_tensor` makes it),
+  Cutout at `centre`."""
   if name in THEIR_WARPS:
     level = tf.constant(randaugment_batched.argument(name, sign, magnitude, 100.))
     return THEIR_WARPS[name](image, level, REPLACE)
+  func, _, args = mg_augment._parse_policy_info(  # pylint: disable=protected-access
+      name, 0.5, magnitude, REPLACE, 40., 100.)
   if name == "Cutout":  # its two draws of the centre: row, then column
     with mock.patch.object(tf.random, "uniform", side_effect=[centre[0], centre[1]]):
-      return mg_augment.cutout(image, *args[name](magnitude))
-  if name in ("AutoContrast", "Equalize", "Invert"):
-    return mg_augment.NAME_TO_FUNC[name](image)
-  return mg_augment.NAME_TO_FUNC[name](image, *args[name](magnitude))
+      return func(image, None, *args)[0]
+  return func(image, None, *args)[0]
 
 
 def drawn_for(ops, signs, centres):
@@ -118,7 +120,7 @@ class BatchedRandAugmentTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(
       (dict(num_layers=-1), "num_layers"), (dict(num_layers=2.0), "num_layers"),
       (dict(magnitude="9"), "magnitude"), (dict(magnitude=-1), "magnitude"),
-      (dict(magnitude=float("nan")), "magnitude"))
+      (dict(magnitude=float("nan")), "magnitude"), (dict(magnitude=float("inf")), "magnitude"))
   def test_bad_settings_are_one_line(self, kwargs, field):
     with self.assertRaisesRegex(ValueError, field):
       randaugment_batched.BatchedRandAugment(**kwargs)
@@ -205,6 +207,13 @@ class PipelineTest(tf.test.TestCase):
     with mock.patch.object(randaugment.RandAugment, "distort", autospec=True) as op:
       list(self.settings().train_dataset(source, np.arange(16), 0, 1))
     self.assertFalse(op.called)
+
+  def test_only_static_rgb_images_of_3_px_or_more_go_over_batches(self):
+    spec = lambda shape, dtype=tf.uint8: tf.TensorSpec(shape, dtype)
+    self.assertTrue(augment.batchable(spec([12, 9, 3])))
+    for other in (spec([None, None, 3]), spec([12, None, 3]), spec([12, 12, 1]),
+                  spec([12, 12, 3], tf.float32), spec([2, 12, 3]), spec([12, 12])):
+      self.assertFalse(augment.batchable(other), msg=str(other))
 
   def test_uint8_batches_are_the_float_batches_rounded(self):
     source = toy_source()
