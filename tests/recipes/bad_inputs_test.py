@@ -141,7 +141,7 @@ CASES = [
     ("mixup_negative", [TINY, *bind("InputPipeline.mixup_alpha = -1.0")], "mixup_alpha=-1.0"),
     ("randaugment_short", [TINY, *bind("InputPipeline.randaugment = (2,)")], "randaugment="),
     ("randaugment_magnitude_negative", [TINY, *bind("InputPipeline.randaugment = (2, -1)")],
-     "randaugment=\\(2, -1\\): RandAugment's magnitude=-1 must be a number >= 0"),
+     "randaugment=\\(2, -1\\): RandAugment's magnitude=-1 must be a finite number >= 0"),
     ("randaugment_batched_not_bool", [TINY, *bind("InputPipeline.randaugment_batched = 'yes'")],
      "randaugment_batched='yes' must be True or False"),
     ("crop_sampler_unknown", [TINY, *bind("InputPipeline.random_resized_crop_sampler = 'pytorch'")],
