@@ -476,6 +476,42 @@ class InputPipeline:
     return ds.shuffle(min(len(drawn), self.shuffle_buffer), seed=shuffle_seed,
                       reshuffle_each_iteration=False)
 
+  def _augmented(self, examples, epoch_seed, echoing):
+    """(`examples` (position, example) augmented per image, from the key (seed, epoch,
+    position); whether RandAugment then runs over their batches, where the examples
+    are each image's whole pixels and its RandAugment draws)."""
+    def prepare(position, example, over_batches):
+      image, label = example
+      key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
+      if not over_batches:
+        image = self._augment(image, key)
+        return (augment.whole_pixels(image) if self.uint8_batches else image), label
+      image = augment.whole_pixels(self._augment(image, key, randaugment=False))
+      drawn = self._randaugment_batched.draws(key, tf.shape(image)[0], tf.shape(image)[1])
+      return (image, drawn), label
+
+    def mapped(over_batches):
+      return examples.map(lambda position, example: prepare(position, example, over_batches),
+                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=self.deterministic)
+
+    if self._randaugments_batches(echoing):
+      ds = mapped(True)
+      if augment.batchable(ds.element_spec[0][0]):
+        return ds, True
+    return mapped(False), False  # RandAugment per image (or none)
+
+  def _finished_batches(self, batches, over_batches):
+    """RandAugment over each batch where it runs there, then the normalisation (uint8
+    batches leave the host as they are)."""
+    def finish(images, label):
+      if over_batches:
+        images = self._randaugment_batched.distort(*images)
+      return (images if self.uint8_batches else self._normalize(images)), label
+
+    if not over_batches and self.uint8_batches:
+      return batches
+    return batches.map(finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
   def train_dataset(self, source, indices, epoch, seed, context=None):
     """Epoch `epoch` of the training examples `indices` (shuffled, augmented): global
     batches, or with `context` this input pipeline's per-replica batches."""
@@ -497,43 +533,15 @@ class InputPipeline:
     if echoing and self.echo_placement == "before_augmentation":
       ds = echo_examples(ds)
 
-    def prepare(position, example):
-      image, label = example
-      key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
-      image = self._augment(image, key)
-      return (augment.whole_pixels(image) if self.uint8_batches else image), label
-
-    def prepare_for_batches(position, example):  # RandAugment's draws, for the batch
-      image, label = example
-      key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
-      image = augment.whole_pixels(self._augment(image, key, randaugment=False))
-      drawn = self._randaugment_batched.draws(key, tf.shape(image)[0], tf.shape(image)[1])
-      return (image, drawn), label
-
     early = not share.whole and not echoing and not self.mixes
     ds = ds.enumerate()
     if early:  # keep this pipeline's share of each global batch, then augment it
       ds = share.keep(ds.take(self.steps_per_epoch(n) * self.batch_size))
-    examples = ds
-    ds = examples.map(prepare_for_batches if self._randaugments_batches(echoing) else prepare,
-                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=self.deterministic)
-    over_batches = (self._randaugments_batches(echoing) and
-                    augment.batchable(ds.element_spec[0][0]))
-    if self._randaugments_batches(echoing) and not over_batches:  # per image after all
-      ds = examples.map(prepare, num_parallel_calls=tf.data.AUTOTUNE,
-                        deterministic=self.deterministic)
+    ds, over_batches = self._augmented(ds, epoch_seed, echoing)
     if echoing and self.echo_placement == "after_augmentation":
       ds = echo_examples(ds)
     ds = ds.batch(share.per_replica if early else self.batch_size, drop_remainder=True)
-
-    def finish(images, label):  # RandAugment over the batch; normalisation
-      if over_batches:
-        images = self._randaugment_batched.distort(*images)
-      # uint8 batches leave the host as they are
-      return (images if self.uint8_batches else self._normalize(images)), label
-
-    if over_batches or not self.uint8_batches:
-      ds = ds.map(finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = self._finished_batches(ds, over_batches)
     if self.remix is not None:
       counts = np.bincount(source.train_labels[indices], minlength=source.num_classes)
       ds = augment.remix(self.remix, ds, counts, epoch_seed)

@@ -107,9 +107,9 @@ def shift_reflect(images, shift, axis):
 def cutout(images, pad_size, centres, replace=0):
   """Model Garden's `cutout` of each image: the rows and columns within `pad_size` (a
   Python int) of its centre (`centres` [n, 2]: row, column) set to `replace` (a value,
-  or one a channel), written
-  as one scatter of the blocks' pixels (a block cut by the border repeats its edge
-  pixels' indices, which take the same value), not a select over every pixel."""
+  or one a channel), written as one scatter of the blocks' pixels (a block cut by the
+  border repeats its edge pixels' indices, which take the same value), not a select
+  over every pixel."""
   n, height, width = tf.shape(images)[0], images.shape[1], images.shape[2]
   if pad_size <= 0:
     return images
