@@ -123,7 +123,7 @@ def free_ports(count):
       s.close()
 
 
-def _alive(pid):
+def alive(pid):
   """Whether process `pid` runs (a zombie, killed but not yet reaped, does not)."""
   try:
     os.kill(pid, 0)
@@ -156,15 +156,15 @@ def _stop(pid_file, timeout=30, ours_only=False):
   """SIGTERM the process in pid_file, SIGKILL after `timeout` s (with ours_only, only
   a Slurm daemon or munged: a stale pid file's number may be another process's now)."""
   pid = _read_pid(pid_file)
-  if pid is None or not _alive(pid):
+  if pid is None or not alive(pid):
     return
   if ours_only and not _command(pid).startswith(("slurm", "munged")):
     return
   os.kill(pid, signal.SIGTERM)
   deadline = time.monotonic() + timeout
-  while _alive(pid) and time.monotonic() < deadline:
+  while alive(pid) and time.monotonic() < deadline:
     time.sleep(0.2)
-  if _alive(pid):
+  if alive(pid):
     os.kill(pid, signal.SIGKILL)
 
 
@@ -214,7 +214,7 @@ def remove_stale():
   gone) and their namespaces, links and bridges (by the owner's id in their names)."""
   for owner_file in glob.glob(f"/tmp/{NETNS}-*/{OWNER}"):
     owner = _read_pid(owner_file)
-    if owner is None or _alive(owner):
+    if owner is None or alive(owner):
       continue
     directory = os.path.dirname(owner_file)
     for pid_file in glob.glob(os.path.join(directory, "*.pid")) + glob.glob(
@@ -232,7 +232,7 @@ def remove_stale():
         digits.isdigit()):
       owners.add(int(digits))
   for owner in owners:
-    if not _alive(owner):
+    if not alive(owner):
       _remove_network(owner)
 
 
@@ -408,10 +408,10 @@ class Cluster:
     """Node `node`'s slurmd alone dies (SIGKILL), as in a crash: the machine, its link
     and its other processes stay; revive_node starts it again."""
     pid = _read_pid(os.path.join(self.dir, f"slurmd-{self.names[node]}.pid"))
-    if pid is not None and _alive(pid):
+    if pid is not None and alive(pid):
       os.kill(pid, signal.SIGKILL)
       deadline = time.monotonic() + 10
-      while _alive(pid):
+      while alive(pid):
         if time.monotonic() > deadline:
           raise RuntimeError(f"slurmd {self.names[node]} (pid {pid}) outlived SIGKILL "
                              "by 10 s")
@@ -422,7 +422,7 @@ class Cluster:
     available again once it registers). Nothing to do for a node that runs."""
     _ip("link", "set", self._link("h", node), "up")
     pid = _read_pid(os.path.join(self.dir, f"slurmd-{self.names[node]}.pid"))
-    if pid is None or not _alive(pid):
+    if pid is None or not alive(pid):
       self.start_slurmd(node)
 
   def settle(self, timeout=90):
@@ -444,7 +444,7 @@ class Cluster:
     for name, pid_file, log in [("slurmctld", "slurmctld.pid", "slurmctld.log")] + [
         (f"slurmd {n}", f"slurmd-{n}.pid", f"slurmd-{n}.log") for n in self.names]:
       pid = _read_pid(os.path.join(self.dir, pid_file))
-      state = "alive" if pid is not None and _alive(pid) else f"not running (pid {pid})"
+      state = "alive" if pid is not None and alive(pid) else f"not running (pid {pid})"
       try:
         with open(os.path.join(self.dir, log), errors="replace") as f:
           tail = [line for line in f.read().splitlines() if line.strip()][-lines:]
