@@ -25,9 +25,11 @@ Pipelines, each at `--threads` CPU threads, batch `--batch_size`, output
   (plain bicubic, as DeepMind's NFNet input and the brock2021 recipe) (no torchvision
   rows: PIL always antialiases), `train_dct_scaling` (`train` decoding a box at least
   twice the output size on both sides scaled down in libjpeg's IDCT; set against
-  `train`: none such at 224 on these shapes, half the boxes at 128), `train_uint8`
-  (`train` handing uint8 batches, normalised later on the device: set against
-  `train`, the host's share alone), `train_randaugment_per_image` (`train_randaugment`
+  `train`: none such at 224 on these shapes, half the boxes at 128); every row but
+  `train_uint8` hands float32 batches, normalised on the host, as torchvision's
+  `ToTensor` + `Normalize` do (the pipeline's default, uint8 batches, is
+  `train_uint8`: `train` handing uint8 batches, normalised later on the device; set
+  against `train`, the host's share alone), `train_randaugment_per_image` (`train_randaugment`
   with RandAugment per image, `randaugment_batched = False`: `train_randaugment` is set
   against it); ImageNet mean / std; nothing cached (one epoch's cost); a
   shuffle buffer of one batch (a small share of the data, as 10000 of ImageNet's
@@ -187,7 +189,8 @@ def settings(name, batch_size, image_size=224):
       random_resized_crop_sampler="torchvision",
       mean=IMAGENET_MEAN, std=IMAGENET_STD, eval_image_size=image_size,
       eval_crop_fraction=0.875,
-      eval_resize_method="bilinear", cache=False, shuffle_buffer=batch_size)
+      eval_resize_method="bilinear", cache=False, shuffle_buffer=batch_size,
+      uint8_batches=False)
   extra = {"train_randaugment": dict(randaugment=(2, 9)),
            "train_randaugment_per_image": dict(randaugment=(2, 9), randaugment_batched=False),
            "train_model_garden": dict(random_resized_crop_sampler="model_garden"),

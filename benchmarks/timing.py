@@ -34,8 +34,11 @@ def build_trainer(model_fn, image_size, batch_size, steps_per_loop, model_dir, s
   """The built run (`recipes.build.build`) of `model_fn` on the digits."""
   task, optimization, runtime = experiment.split(
       data=digits.digits, model=model_fn,
+      # float32 batches: `fit` reads the very batches and its model takes them as
+      # they come (uint8 ones would be normalised in the trainer's step alone).
       pipeline=functools.partial(pipeline_lib.InputPipeline, batch_size=batch_size,
-                                 image_size=image_size, eval_image_size=image_size),
+                                 image_size=image_size, eval_image_size=image_size,
+                                 uint8_batches=False),
       loss=losses.cross_entropy,
       optimizer=functools.partial(tf_keras.optimizers.SGD, momentum=0.9),
       learning_rate=functools.partial(schedules.warmup_cosine, peak_lr=0.1,

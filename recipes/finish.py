@@ -111,7 +111,8 @@ def write_export(path, built):
   with weight_ema.averaged_weights(built.optimizer, model.trainable_variables):
     export.export_saved_model(model, partial, pipeline.eval_image_size,
                               list(pipeline.mean), list(pipeline.std),
-                              pipeline.eval_crop_fraction, pipeline.eval_resize_method)
+                              pipeline.eval_crop_fraction, pipeline.eval_resize_method,
+                              whole_pixels=pipeline.hands_uint8)
   if tf.io.gfile.exists(path):
     tf.io.gfile.rmtree(path)
   tf.io.gfile.rename(partial, path)

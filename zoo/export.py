@@ -7,7 +7,8 @@ RGB and preprocessed by `zoo.card.eval_preprocess_encoded` (centred square crop 
 `crop_fraction` of the shorter side, a JPEG decoded only inside it; resize with
 `method`, its luma for a grey model (one-value `mean`, `std`), (x / 255 - mean) /
 std), the function evaluation of image files runs, so a served image scores as it did
-in evaluation.
+in evaluation; with `whole_pixels`, the resized crop is rounded to whole levels first,
+as a pipeline handing uint8 batches evaluated it.
 """
 
 import tensorflow as tf
@@ -19,7 +20,7 @@ from zoo import card as card_lib
 class _Serving(tf.Module):
   """The model with its preprocessing, as a trackable module."""
 
-  def __init__(self, model, image_size, mean, std, crop_fraction, method):
+  def __init__(self, model, image_size, mean, std, crop_fraction, method, whole_pixels):
     super().__init__()
     self.model = model
     self.image_size = int(image_size)
@@ -27,10 +28,14 @@ class _Serving(tf.Module):
     self.std = tf.constant(std, tf.float32)
     self.crop_fraction = float(crop_fraction)
     self.method = method
+    self.whole_pixels = bool(whole_pixels)
 
   def preprocess(self, encoded):
-    return card_lib.eval_preprocess_encoded(encoded, self.image_size, self.crop_fraction,
-                                            self.mean, self.std, self.method)
+    pixels = card_lib.eval_crop_resize_encoded(encoded, self.image_size, self.crop_fraction,
+                                               self.method)
+    if self.whole_pixels:  # round half to even, clip: what uint8 batches hold
+      pixels = tf.clip_by_value(tf.round(pixels), 0.0, 255.0)
+    return card_lib.normalize_pixels(pixels, self.mean, self.std)
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
   def serve(self, images):
@@ -44,12 +49,12 @@ class _Serving(tf.Module):
 
 
 def export_saved_model(model, path, image_size, mean, std, crop_fraction=1.0,
-                       method="bilinear"):
+                       method="bilinear", whole_pixels=False):
   """Writes `model` with its preprocessing to `path`; returns `path`."""
   if not isinstance(model, tf_keras.Model):
     raise ValueError(f"export needs a tf_keras model, got {type(model).__name__}")
   if method not in card_lib.RESIZE_METHODS:
     raise ValueError(f"export method={method!r}: use one of {card_lib.RESIZE_METHODS}")
-  module = _Serving(model, image_size, mean, std, crop_fraction, method)
+  module = _Serving(model, image_size, mean, std, crop_fraction, method, whole_pixels)
   tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
   return path

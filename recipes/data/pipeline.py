@@ -149,9 +149,12 @@ class InputPipeline:
     uint8_batches: hand the model uint8 batches (each augmented image rounded, as
       torchvision's PIL pipeline and DALI hand them) and normalise them as the train
       and eval steps' first op, on the accelerator (`device_inputs`): a quarter of a
-      float32 batch's bytes to the device. The model then sees the rounded pixels;
-      the device's normalisation equals the host's of the same batch. Not with MixUp,
-      CutMix or Remix (their blends are not whole pixels).
+      float32 batch's bytes to the device, 1.20x-1.24x the host's rate (docs/input.md).
+      The model then sees the rounded pixels (up to half a level from the float ones);
+      the device's normalisation equals the host's of the same batch, and an exported
+      model rounds as evaluation did. None (the default): uint8 unless MixUp, CutMix or
+      Remix blend the batches (their blends are not whole pixels: float32, normalised
+      on the host); True: uint8 (not with those); False: float32 (`hands_uint8`).
     mean, std: per-channel normalisation of [0, 1] pixels; None: the card's. One value
       each feeds the model one channel, the images' luma: a grey model
       (`zoo.build.input_channels = 1`) gets the RGB statistics (the card's or these)
@@ -208,7 +211,7 @@ class InputPipeline:
   autoaugment: Optional[str] = None
   autoaugment_translate: float = 250.0
   cutout: int = 0
-  uint8_batches: bool = False
+  uint8_batches: Optional[bool] = None
   mean: Optional[Sequence[float]] = None
   std: Optional[Sequence[float]] = None
   shuffle_buffer: int = 10000
@@ -235,9 +238,10 @@ class InputPipeline:
     if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
       raise ValueError(f"InputPipeline.mixup_alpha={self.mixup_alpha} and cutmix_alpha="
                        f"{self.cutmix_alpha} must be >= 0 (0 switches one off)")
-    if self.uint8_batches and self.mixes:
-      raise ValueError("InputPipeline.uint8_batches hands whole pixels, which MixUp, CutMix "
-                       "and Remix blend: turn uint8_batches or the mixing off")
+    if self.uint8_batches is True and self.mixes:
+      raise ValueError("InputPipeline.uint8_batches=True hands whole pixels, which MixUp, "
+                       "CutMix and Remix blend: leave uint8_batches unset (None) or turn "
+                       "the mixing off")
     if self.remix is not None and (self.mixup_alpha or self.cutmix_alpha):
       raise ValueError("InputPipeline.remix mixes the batch itself: set mixup_alpha and "
                        "cutmix_alpha to 0 (Remix's alpha is Remix.alpha)")
@@ -314,10 +318,12 @@ class InputPipeline:
     if not 0 < self.eval_crop_fraction <= 1:
       raise ValueError(f"InputPipeline.eval_crop_fraction={self.eval_crop_fraction} must be "
                        "in (0, 1]")
-    for name in ("uint8_batches", "randaugment_batched"):
-      if not isinstance(getattr(self, name), bool):
-        raise ValueError(f"InputPipeline.{name}={getattr(self, name)!r} must be True or "
-                         "False")
+    if not (self.uint8_batches is None or isinstance(self.uint8_batches, bool)):
+      raise ValueError(f"InputPipeline.uint8_batches={self.uint8_batches!r} must be None, "
+                       "True or False")
+    if not isinstance(self.randaugment_batched, bool):
+      raise ValueError(f"InputPipeline.randaugment_batched={self.randaugment_batched!r} "
+                       "must be True or False")
     if not self.echo_factor >= 1:
       raise ValueError(f"InputPipeline.echo_factor={self.echo_factor} must be >= 1")
     if self.eval_resize_method not in card_lib.RESIZE_METHODS:
@@ -363,7 +369,7 @@ class InputPipeline:
 
   def device_inputs(self, images):
     """A batch as the model takes it, in the train and eval steps: uint8 batches
-    (`uint8_batches`) normalised there, on the accelerator, by the host's function;
+    (`hands_uint8`) normalised there, on the accelerator, by the host's function;
     float batches, normalised on the host, as they are."""
     if images.dtype != tf.uint8:
       return images
@@ -411,6 +417,14 @@ class InputPipeline:
     if key not in self._cached:  # the source is kept, so its id is not reused
       self._cached[key] = (source, make().cache())
     return self._cached[key][1]
+
+  @property
+  def hands_uint8(self):
+    """Whether batches leave the host as uint8 pixels (`uint8_batches`; None: unless
+    the batches are mixed)."""
+    if self.uint8_batches is None:
+      return not self.mixes
+    return self.uint8_batches
 
   @property
   def mixes(self):
@@ -485,7 +499,7 @@ class InputPipeline:
       key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
       if not over_batches:
         image = self._augment(image, key)
-        return (augment.whole_pixels(image) if self.uint8_batches else image), label
+        return (augment.whole_pixels(image) if self.hands_uint8 else image), label
       image = augment.whole_pixels(self._augment(image, key, randaugment=False))
       drawn = self._randaugment_batched.draws(key, tf.shape(image)[0], tf.shape(image)[1])
       return (image, drawn), label
@@ -506,9 +520,9 @@ class InputPipeline:
     def finish(images, label):
       if over_batches:
         images = self._randaugment_batched.distort(*images)
-      return (images if self.uint8_batches else self._normalize(images)), label
+      return (images if self.hands_uint8 else self._normalize(images)), label
 
-    if not over_batches and self.uint8_batches:
+    if not over_batches and self.hands_uint8:
       return batches
     return batches.map(finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
@@ -560,7 +574,7 @@ class InputPipeline:
 
   def eval_image(self, image):
     """The evaluation preprocessing: centred square crop, resize, normalise (the same
-    function the exported SavedModel serves with); with `uint8_batches`, the crop's
+    function the exported SavedModel serves with); with uint8 batches (`hands_uint8`), the crop's
     resized pixels rounded, normalised later by `device_inputs`."""
     if self.unresolved():
       return self._ready().eval_image(image)
@@ -569,7 +583,7 @@ class InputPipeline:
     return self._eval_output(pixels)
 
   def _eval_output(self, pixels):
-    if self.uint8_batches:
+    if self.hands_uint8:
       return augment.whole_pixels(pixels)
     return card_lib.normalize_pixels(pixels, self.mean, self.std)
 
@@ -600,9 +614,9 @@ class InputPipeline:
            np.asarray(indices, np.int64).tobytes())
     ds = self._base(key, preprocessed, n, size)
     if pad:
-      shape = [size, size, 3 if self.uint8_batches else len(self.mean)]
+      shape = [size, size, 3 if self.hands_uint8 else len(self.mean)]
       filler = tf.data.Dataset.from_tensors(
-          (tf.zeros(shape, tf.uint8 if self.uint8_batches else tf.float32),
+          (tf.zeros(shape, tf.uint8 if self.hands_uint8 else tf.float32),
            tf.constant(PAD_LABEL, tf.int32)))
       ds = ds.concatenate(filler.repeat(pad))
     if not share.whole:

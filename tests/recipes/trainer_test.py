@@ -129,7 +129,9 @@ class TrainerTest(tf.test.TestCase):
     tf.train.Checkpoint(model=model).read(
         tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))).expect_partial()
     used, _ = build.resolve_pipeline(pipe, {}, model, None)  # as the run resolved it
-    want = model(tf.stack([used.eval_image(i) for i in images]), training=False)
+    self.assertTrue(used.hands_uint8)  # the default: evaluated on whole pixels
+    want = model(used.device_inputs(tf.stack([used.eval_image(i) for i in images])),
+                 training=False)
     self.assertAllClose(served["logits"], want, rtol=1e-4, atol=1e-4)
 
   def test_run_leaves_its_report(self):

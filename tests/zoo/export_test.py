@@ -37,6 +37,23 @@ class ExportTest(tf.test.TestCase):
     self.assertAllEqual(served["classes"], np.argmax(want, axis=-1))
     self.assertAllClose(tf.reduce_sum(served["probabilities"], axis=-1), np.ones(3))
 
+  def test_whole_pixels_serves_the_rounded_crop(self):
+    """With `whole_pixels` (a pipeline handing uint8 batches), the resized crop is
+    rounded to whole levels (half to even) before the normalisation, as evaluation
+    rounded it; the unrounded crop's logits are not what it serves."""
+    model = resnet_cifar.resnet_cifar(8, num_classes=4, input_shape=(16, 16, 3))
+    path = export.export_saved_model(model, os.path.join(self.get_temp_dir(), "sm"),
+                                     image_size=16, mean=MEAN, std=STD, whole_pixels=True)
+    pixels, encoded = encoded_images()
+    images = tf.image.resize(tf.cast(pixels, tf.float32), [16, 16], antialias=True)
+    rounded = np.clip(np.round(images.numpy()), 0, 255)
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        images=tf.constant(encoded))["logits"]
+    self.assertAllClose(served, model((rounded / 255.0 - MEAN) / STD, training=False),
+                        rtol=1e-4, atol=1e-5)
+    self.assertNotAllClose(served, model((images / 255.0 - MEAN) / STD, training=False),
+                           rtol=1e-4, atol=1e-5)
+
   def test_serves_the_evaluation_crop_and_resize_method(self):
     """Serving runs zoo.card.eval_preprocess, as evaluation does: here DeepMind's
     square centre crop of a non-square image, resized bicubically."""

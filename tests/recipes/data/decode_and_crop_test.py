@@ -49,7 +49,8 @@ class DecodeAndCropTest(tf.test.TestCase, parameterized.TestCase):
     self.settings = pipeline.InputPipeline(
         batch_size=4, image_size=16, random_resized_crop=(0.08, 1.0), random_flip=True,
         mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), eval_image_size=16,
-        eval_crop_fraction=1.0, eval_resize_method="bilinear", randaugment=())
+        eval_crop_fraction=1.0, eval_resize_method="bilinear", randaugment=(),
+        uint8_batches=False)  # float32 pixels: the differences read in levels
 
   @parameterized.parameters(*augment.CROP_SAMPLERS)
   def test_same_pixels_as_decode_then_crop(self, sampler):

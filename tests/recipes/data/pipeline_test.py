@@ -27,11 +27,18 @@ def toy_source(n_train=20, n_test=7, size=6):
   return source, images
 
 
+def float_batches(**settings):
+  """An InputPipeline handing float32 batches, normalised on the host: the formulas
+  here are checked on unrounded pixels (the default's uint8 batches are these rounded:
+  uint8_batches_test)."""
+  return pipeline.InputPipeline(uint8_batches=False, **settings)
+
+
 class PipelineTest(tf.test.TestCase):
 
   def test_normalisation_without_augmentation(self):
     source, images = toy_source()
-    p = pipeline.InputPipeline(batch_size=4, image_size=6, mean=(0.5, 0.4, 0.3),
+    p = float_batches(batch_size=4, image_size=6, mean=(0.5, 0.4, 0.3),
                                std=(0.2, 0.25, 0.5))
     got, _ = next(iter(p.eval_dataset(source)))
     want = (images["test"][:4] / 255.0 - [0.5, 0.4, 0.3]) / [0.2, 0.25, 0.5]
@@ -43,7 +50,7 @@ class PipelineTest(tf.test.TestCase):
     differ in the last bit of 562 of the 768 (pixel value, channel) pairs. Both are
     within 4e-7 of the exact value (float64), which is what docs/input.md states."""
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-    p = pipeline.InputPipeline(batch_size=1, image_size=6, mean=mean, std=std)
+    p = float_batches(batch_size=1, image_size=6, mean=mean, std=std)
     pixels = np.repeat(np.arange(256, dtype=np.float32)[:, None], 3, axis=1)
     got = p._normalize(tf.constant(pixels)).numpy()  # pylint: disable=protected-access
     exact = (pixels.astype(np.float64) / 255 - mean) / std
@@ -56,7 +63,7 @@ class PipelineTest(tf.test.TestCase):
     # each image. Unaugmented, same size: each output is one of the source images.
     source, images = toy_source()
     mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.5)
-    p = pipeline.InputPipeline(batch_size=5, image_size=6, mean=mean, std=std)
+    p = float_batches(batch_size=5, image_size=6, mean=mean, std=std)
     got = np.concatenate([x for x, _ in p.train_dataset(source, np.arange(20), 0, 0)])
     want = (images["train"] / 255.0 - mean) / std
     order = lambda x: np.argsort(x.reshape(len(x), -1)[:, 0] + 10 * x.reshape(len(x), -1)[:, 1])
@@ -65,7 +72,7 @@ class PipelineTest(tf.test.TestCase):
 
   def test_epochs_are_reproducible_and_differ(self):
     source, _ = toy_source()
-    p = pipeline.InputPipeline(batch_size=4, image_size=8, random_crop_padding=2,
+    p = float_batches(batch_size=4, image_size=8, random_crop_padding=2,
                                random_flip=True)
     indices = np.arange(0, 20, 2)
 
@@ -88,7 +95,7 @@ class PipelineTest(tf.test.TestCase):
 
   def test_eval_is_padded_to_whole_batches(self):
     source, _ = toy_source(n_test=7)
-    p = pipeline.InputPipeline(batch_size=4, image_size=6)
+    p = float_batches(batch_size=4, image_size=6)
     labels = np.concatenate([y.numpy() for _, y in p.eval_dataset(source)])
     self.assertLen(labels, 8)
     self.assertEqual(labels.tolist().count(pipeline.PAD_LABEL), 1)
@@ -100,7 +107,7 @@ class PipelineTest(tf.test.TestCase):
                   echo_factor=2, echo_shuffle_buffer=1)  # no shuffle: copies adjacent
 
     def batches(placement):
-      p = pipeline.InputPipeline(echo_placement=placement, **kwargs)
+      p = float_batches(echo_placement=placement, **kwargs)
       self.assertEqual(p.steps_per_epoch(16), 8)
       out = [(x.numpy(), y.numpy()) for x, y in p.train_dataset(source, np.arange(16), 0, 0)]
       self.assertLen(out, 8)
@@ -115,17 +122,17 @@ class PipelineTest(tf.test.TestCase):
     out = batches("batch")
     self.assertAllEqual(out[0][0], out[1][0])    # the same batch twice
     with self.assertRaisesRegex(ValueError, "echo_placement=.late.; choose one of"):
-      pipeline.InputPipeline(echo_placement="late")
+      float_batches(echo_placement="late")
 
   def test_fractional_echo_gives_the_expected_epoch(self):
     source, _ = toy_source(n_train=20)
-    p = pipeline.InputPipeline(batch_size=4, image_size=6, echo_factor=1.5)
+    p = float_batches(batch_size=4, image_size=6, echo_factor=1.5)
     self.assertEqual(p.steps_per_epoch(20), 7)   # floor(30 / 4)
     self.assertLen(list(p.train_dataset(source, np.arange(20), 3, 1)), 7)
 
   def test_randaugment_from_model_garden(self):
     source, _ = toy_source(size=16)
-    p = pipeline.InputPipeline(batch_size=4, image_size=16, randaugment=(2, 5), mean=(0,) * 3,
+    p = float_batches(batch_size=4, image_size=16, randaugment=(2, 5), mean=(0,) * 3,
                                std=(1,) * 3)
     x, _ = next(iter(p.train_dataset(source, np.arange(8), 0, 0)))
     self.assertEqual(x.shape, (4, 16, 16, 3))
@@ -134,8 +141,8 @@ class PipelineTest(tf.test.TestCase):
   def mixed_and_plain(self, **mix):
     source, _ = toy_source(n_train=24, size=8)
     kwargs = dict(batch_size=8, image_size=8, mean=(0,) * 3, std=(1,) * 3)
-    plain = pipeline.InputPipeline(**kwargs)
-    mixed = pipeline.InputPipeline(**kwargs, **mix)
+    plain = float_batches(**kwargs)
+    mixed = float_batches(**kwargs, **mix)
     self.assertTrue(mixed.mixes)
     self.assertFalse(plain.mixes)
     take = lambda p, e: [(x.numpy(), y.numpy())
@@ -189,12 +196,12 @@ class PipelineTest(tf.test.TestCase):
     source, _ = toy_source(n_train=24, size=8)
     indices = np.array([0, 3, 6, 9, 12, 15, 18, 21, 1, 4, 7, 2])  # 8, 3, 1 a class
     kwargs = dict(batch_size=4, image_size=8, mean=(0,) * 3, std=(1,) * 3)
-    remixed = pipeline.InputPipeline(**kwargs, remix=Recording())
+    remixed = float_batches(**kwargs, remix=Recording())
     self.assertTrue(remixed.mixes)
     take = lambda p, e: [(x.numpy(), y.numpy())
                          for x, y in p.train_dataset(source, indices, e, 7)]
     first, again, other = take(remixed, 0), take(remixed, 0), take(remixed, 1)
-    plain = take(pipeline.InputPipeline(**kwargs), 0)
+    plain = take(float_batches(**kwargs), 0)
     self.assertAllEqual(calls[0], [8, 3, 1])  # the training split's counts
     for (x, _), (xa, _), (xp, _) in zip(first, again, plain):
       self.assertAllEqual(x, xa)  # a rebuilt epoch draws alike
@@ -203,13 +210,13 @@ class PipelineTest(tf.test.TestCase):
     self.assertLen(marks, 6)
     self.assertLen(set(marks), 6)  # each batch of each epoch: its own draws
     with self.assertRaisesRegex(ValueError, "remix mixes the batch itself"):
-      pipeline.InputPipeline(**kwargs, remix=Recording(), mixup_alpha=0.2)
+      float_batches(**kwargs, remix=Recording(), mixup_alpha=0.2)
 
   def test_card_fills_what_is_left_unset(self):
     f0 = card_lib.ModelCard(192, 256, 256 / 288, "bicubic", (0.1, 0.2, 0.3), (1.0, 1.0, 1.0),
                             (4, 5), None, test_crop_padding=32)
     # Open input, trained at 128: tested at 128 * 256 / 192, on S / (S + 32) for that S.
-    got, taken = pipeline.InputPipeline(image_size=128).with_card(f0)
+    got, taken = float_batches(image_size=128).with_card(f0)
     self.assertEqual(got.eval_image_size, 171)
     self.assertAllClose(got.eval_crop_fraction, 171 / 203)
     self.assertEqual((got.eval_resize_method, got.mean, got.randaugment),
@@ -217,20 +224,20 @@ class PipelineTest(tf.test.TestCase):
     self.assertEqual(set(taken), {"eval_image_size", "eval_crop_fraction",
                                   "eval_resize_method", "mean", "std", "randaugment"})
     # A fixed input size wins; bound values stay; full-frame data keeps whole images.
-    got, taken = pipeline.InputPipeline(mean=(0.5, 0.5, 0.5)).with_card(
+    got, taken = float_batches(mean=(0.5, 0.5, 0.5)).with_card(
         f0, model_size=32, full_frame=True)
     self.assertEqual((got.image_size, got.eval_image_size, got.eval_crop_fraction),
                      (32, 32, 1.0))
     self.assertEqual(got.mean, (0.5, 0.5, 0.5))
     self.assertNotIn("mean", taken)
-    unresolved = pipeline.InputPipeline(image_size=16)
+    unresolved = float_batches(image_size=16)
     self.assertIsNone(unresolved.eval_image_size)  # the Gin-built one is left as built
 
   def test_grey_pipeline_feeds_the_luma_of_the_augmented_images(self):
     source, images = toy_source()
     augment = dict(batch_size=4, image_size=8, random_crop_padding=2, random_flip=True)
-    rgb = pipeline.InputPipeline(**augment, mean=(0.0,) * 3, std=(1.0,) * 3)
-    grey = pipeline.InputPipeline(**augment, mean=(0.0,), std=(1.0,))
+    rgb = float_batches(**augment, mean=(0.0,) * 3, std=(1.0,) * 3)
+    grey = float_batches(**augment, mean=(0.0,), std=(1.0,))
     luma = np.asarray([0.299, 0.587, 0.114])
     for (a, y), (b, z) in zip(rgb.train_dataset(source, np.arange(20), 1, 5),
                               grey.train_dataset(source, np.arange(20), 1, 5)):
@@ -246,21 +253,21 @@ class PipelineTest(tf.test.TestCase):
     self.assertEqual(padded[1].numpy().tolist()[-1], pipeline.PAD_LABEL)
     # From a card: its statistics reduced to one value each for a one-channel model.
     card = card_lib.ModelCard(8, 8, 1.0, "bilinear", (0.1, 0.2, 0.3), (0.5, 0.6, 0.7))
-    got, taken = pipeline.InputPipeline(image_size=8).with_card(card, channels=1)
+    got, taken = float_batches(image_size=8).with_card(card, channels=1)
     self.assertEqual((taken["mean"], taken["std"]), card_lib.grey_statistics(card.mean,
                                                                              card.std))
     got.check()
     # Bound RGB statistics (a data set's) are reduced alike; one-value ones are kept.
-    bound = pipeline.InputPipeline(image_size=8, mean=(0.3, 0.3, 0.3), std=(0.4, 0.4, 0.4))
+    bound = float_batches(image_size=8, mean=(0.3, 0.3, 0.3), std=(0.4, 0.4, 0.4))
     got, taken = bound.with_card(card, channels=1)
     self.assertAllClose(got.mean + got.std, (0.3, 0.4))
     self.assertIn("mean", taken)
-    got, taken = pipeline.InputPipeline(image_size=8, mean=(0.3,), std=(0.4,)).with_card(
+    got, taken = float_batches(image_size=8, mean=(0.3,), std=(0.4,)).with_card(
         card, channels=1)
     self.assertEqual((got.mean, got.std), ((0.3,), (0.4,)))
     self.assertNotIn("mean", taken)
     with self.assertRaisesRegex(ValueError, "need 3 values each \\(1 each for a grey"):
-      pipeline.InputPipeline(image_size=8, mean=(0.1,), std=(0.5, 0.5, 0.5)).with_card(
+      float_batches(image_size=8, mean=(0.1,), std=(0.5, 0.5, 0.5)).with_card(
           card)[0].check()
 
   def test_cached_epochs_equal_uncached_ones(self):
@@ -268,14 +275,14 @@ class PipelineTest(tf.test.TestCase):
     indices = np.arange(0, 20, 2)
     epochs = {}
     for cache in (True, False):
-      p = pipeline.InputPipeline(batch_size=4, image_size=8, random_crop_padding=2,
+      p = float_batches(batch_size=4, image_size=8, random_crop_padding=2,
                                  random_flip=True, cache=cache)
       epochs[cache] = [[(x.numpy(), y.numpy()) for x, y in p.train_dataset(source, indices, e, 3)]
                        for e in (0, 1)]
     for (a, b), (c, d) in zip(sum(epochs[True], []), sum(epochs[False], [])):
       self.assertAllEqual(a, c)
       self.assertAllEqual(b, d)
-    auto = pipeline.InputPipeline(cache="auto", cache_limit_mb=1)
+    auto = float_batches(cache="auto", cache_limit_mb=1)
     self.assertTrue(auto.caches(20, 64))  # 20 x 64 x 64 x 3 x 4 bytes: 0.9 MiB
     self.assertFalse(auto.caches(30, 64))  # 1.4 MiB
 
@@ -284,13 +291,13 @@ class PipelineTest(tf.test.TestCase):
                             (dict(randaugment=(2, 5, 1)), "randaugment"),
                             (dict(shuffle_buffer=0), "shuffle_buffer=0"),
                             (dict(batch_size=0), "batch_size=0")):
-      p = pipeline.InputPipeline(image_size=8, **fields)
+      p = float_batches(image_size=8, **fields)
       with self.assertRaisesRegex(ValueError, message):
         p.with_card(p.plain_card())[0].check()
 
   def test_negative_alpha_is_refused(self):
     with self.assertRaisesRegex(ValueError, "must be >= 0"):
-      pipeline.InputPipeline(mixup_alpha=-1.0)
+      float_batches(mixup_alpha=-1.0)
 
 
   def constant_epoch(self, value, **fields):
@@ -301,7 +308,7 @@ class PipelineTest(tf.test.TestCase):
         (images[indices if indices is not None else slice(None)],
          labels[indices if indices is not None else slice(None)]))
     source = source_lib.Source("constant", ["a", "b"], labels, labels, make)
-    p = pipeline.InputPipeline(batch_size=8, image_size=16, mean=(0,) * 3, std=(1,) * 3,
+    p = float_batches(batch_size=8, image_size=16, mean=(0,) * 3, std=(1,) * 3,
                                **fields)
     x, _ = next(iter(p.train_dataset(source, np.arange(8), 0, 0)))
     return x.numpy() * 255
@@ -340,11 +347,11 @@ class PipelineTest(tf.test.TestCase):
     self.assertEqual(x.shape, (8, 16, 16, 3))
     self.assertAllInRange(x, 0.0, 255.0)
     with self.assertRaisesRegex(ValueError, "not a policy"):
-      pipeline.InputPipeline(autoaugment="cifar11")
-    p = pipeline.InputPipeline(autoaugment="reduced_cifar10", autoaugment_translate=16.1)
+      float_batches(autoaugment="cifar11")
+    p = float_batches(autoaugment="reduced_cifar10", autoaugment_translate=16.1)
     self.assertEqual(p._autoaugment.translate_const, 16.1)  # pylint: disable=protected-access
     with self.assertRaisesRegex(ValueError, "autoaugment_translate=0 must be"):
-      pipeline.InputPipeline(autoaugment="reduced_cifar10", autoaugment_translate=0)
+      float_batches(autoaugment="reduced_cifar10", autoaugment_translate=0)
 
   def test_autoaugment_pil_cifar10_policy(self):
     """'cifar10_pil' runs the PIL port's policy (recipes/data/autoaugment_pil.py, tested
@@ -352,7 +359,7 @@ class PipelineTest(tf.test.TestCase):
     x = self.constant_epoch(100, autoaugment="cifar10_pil")
     self.assertEqual(x.shape, (8, 16, 16, 3))
     self.assertAllInRange(x, 0.0, 255.0)
-    p = pipeline.InputPipeline(autoaugment="cifar10_pil")
+    p = float_batches(autoaugment="cifar10_pil")
     self.assertLen(p._autoaugment.policy, 25)  # pylint: disable=protected-access
 
   def test_bad_fill_and_cutout(self):
@@ -360,7 +367,7 @@ class PipelineTest(tf.test.TestCase):
                             (dict(random_crop_fill="zero"), "random_crop_fill='zero'"),
                             (dict(cutout=7), "cutout=7 must be an even"),
                             (dict(cutout=-2), "cutout=-2")):
-      p = pipeline.InputPipeline(image_size=8, **fields)
+      p = float_batches(image_size=8, **fields)
       with self.assertRaisesRegex(ValueError, message):
         p.with_card(p.plain_card())[0].check()
 
@@ -376,7 +383,7 @@ class PipelineTest(tf.test.TestCase):
         (images[indices if indices is not None else slice(None)],
          labels[indices if indices is not None else slice(None)]))
     source = source_lib.Source("grid", ["a"], labels, labels, make)
-    p = pipeline.InputPipeline(batch_size=8, image_size=16, mean=(0,) * 3, std=(1,) * 3,
+    p = float_batches(batch_size=8, image_size=16, mean=(0,) * 3, std=(1,) * 3,
                                random_resized_crop=(0.25, 0.25),
                                random_resized_crop_ratio=(1.0, 1.0))
     x = [b.numpy() * 255 for b, _ in p.train_dataset(source, np.arange(8), 0, 0)][0]
@@ -400,7 +407,7 @@ class PipelineTest(tf.test.TestCase):
     for fields, message in ((dict(color_jitter=(0.4, 0.4)), "color_jitter"),
                             (dict(random_resized_crop=(0.5, 0.1)), "random_resized_crop"),
                             (dict(random_resized_crop_ratio=(0, 1)), "ratio")):
-      p = pipeline.InputPipeline(image_size=8, **fields)
+      p = float_batches(image_size=8, **fields)
       with self.assertRaisesRegex(ValueError, message):
         p.with_card(p.plain_card())[0].check()
 
@@ -409,18 +416,18 @@ class PipelineTest(tf.test.TestCase):
 class PipelineChecksTest(tf.test.TestCase):
 
   def test_a_batch_needs_one_step_an_epoch_echoes_counted(self):
-    small = pipeline.InputPipeline(batch_size=20)
+    small = float_batches(batch_size=20)
     with self.assertRaisesRegex(ConfigError, r"^the training split has 5 examples, fewer "
                                 "than one global batch of 20; lower InputPipeline"):
       small.check_batch(5, replicas=1)
     # Echoed 4 times before augmentation: 20 examples an epoch, one batch.
-    pipeline.InputPipeline(batch_size=20, echo_factor=4).check_batch(5, replicas=1)
+    float_batches(batch_size=20, echo_factor=4).check_batch(5, replicas=1)
     with self.assertRaisesRegex(ConfigError, r"5 examples \(echoed x3: before_augmentation"
                                 r"\), fewer than one global batch of 20; .* raise "
                                 "InputPipeline.echo_factor"):
-      pipeline.InputPipeline(batch_size=20, echo_factor=3).check_batch(5, replicas=1)
+      float_batches(batch_size=20, echo_factor=3).check_batch(5, replicas=1)
     with self.assertRaisesRegex(ConfigError, "batch_size=6 does not split over 4 replicas"):
-      pipeline.InputPipeline(batch_size=6).check_batch(100, replicas=4)
+      float_batches(batch_size=6).check_batch(100, replicas=4)
 
   def test_data_service_must_answer(self):
     pipeline.data_service_answers(None)

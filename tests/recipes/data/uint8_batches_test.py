@@ -1,5 +1,6 @@
-"""uint8 batches (`InputPipeline.uint8_batches`): whole pixels leave the host and the
-train and eval steps normalise them on the device. Where the augmentation keeps whole
+"""uint8 batches (`InputPipeline.uint8_batches`, the default unless the batches are
+mixed): whole pixels leave the host and the train and eval steps normalise them on the
+device. Where the augmentation keeps whole
 pixels (pad, crop, flip of uint8 images) the model sees exactly the numbers of the
 host-normalised pipeline; after a resize, they differ by the rounding alone."""
 
@@ -26,7 +27,7 @@ class Uint8BatchesTest(tf.test.TestCase):
     self.plain = pipeline.InputPipeline(
         batch_size=4, image_size=6, eval_image_size=6, eval_crop_fraction=1.0,
         eval_resize_method="bilinear", random_crop_padding=2, random_crop_fill=0,
-        random_flip=True, mean=MEAN, std=STD, randaugment=())
+        random_flip=True, mean=MEAN, std=STD, randaugment=(), uint8_batches=False)
     self.whole = self.plain.replace(uint8_batches=True)
 
   def test_whole_pixel_augmentation_gives_the_same_numbers(self):
@@ -103,10 +104,28 @@ class Uint8BatchesTest(tf.test.TestCase):
     self.assertAllEqual(predicted, predicted8)
     self.assertNotAllClose(weights[0], make(None)[1].trainable_variables[0].numpy())
 
+  def test_uint8_unless_the_batches_are_mixed_by_default(self):
+    default = self.plain.replace(uint8_batches=None)
+    self.assertIsNone(pipeline.InputPipeline().uint8_batches)  # the dataclass's default
+    x8, _ = next(iter(default.train_dataset(self.source, np.arange(16), 1, 3)))
+    self.assertEqual(x8.dtype, tf.uint8)
+    self.assertEqual(next(iter(default.eval_dataset(self.source)))[0].dtype, tf.uint8)
+    self.assertAllEqual(x8, next(iter(self.whole.train_dataset(
+        self.source, np.arange(16), 1, 3)))[0])
+    for mixed in (dict(mixup_alpha=0.2), dict(cutmix_alpha=1.0)):
+      p = default.replace(**mixed)
+      self.assertFalse(p.hands_uint8)
+      x, y = next(iter(p.train_dataset(self.source, np.arange(16), 1, 3)))
+      self.assertEqual(x.dtype, tf.float32)
+      self.assertEqual(y.shape, (4, 3))  # soft labels: the batch was mixed
+      self.assertEqual(next(iter(p.eval_dataset(self.source)))[0].dtype, tf.float32)
+
   def test_refusals(self):
-    with self.assertRaisesRegex(ValueError, "uint8_batches hands whole pixels, which MixUp"):
+    with self.assertRaisesRegex(ValueError, "uint8_batches=True hands whole pixels, which "
+                                "MixUp"):
       self.plain.replace(uint8_batches=True, mixup_alpha=0.2)
-    with self.assertRaisesRegex(ValueError, "uint8_batches='yes' must be True or False"):
+    with self.assertRaisesRegex(ValueError, "uint8_batches='yes' must be None, True or "
+                                "False"):
       self.plain.replace(uint8_batches="yes").check()
 
 
