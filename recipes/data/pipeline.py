@@ -574,8 +574,8 @@ class InputPipeline:
 
   def eval_image(self, image):
     """The evaluation preprocessing: centred square crop, resize, normalise (the same
-    function the exported SavedModel serves with); with uint8 batches (`hands_uint8`), the crop's
-    resized pixels rounded, normalised later by `device_inputs`."""
+    function the exported SavedModel serves with); with uint8 batches (`hands_uint8`),
+    the crop's resized pixels rounded, normalised later by `device_inputs`."""
     if self.unresolved():
       return self._ready().eval_image(image)
     pixels = card_lib.eval_crop_resize(image, self.eval_image_size, self.eval_crop_fraction,
