@@ -399,18 +399,19 @@ class InputPipeline:
     bytes are shuffled, and `augment.decode_and_crop` decodes them)."""
     return bool(self.random_resized_crop) and source.read_encoded is not None
 
-  def caches(self, num_examples, size):
-    """Whether `num_examples` images of `size`^2 float32 pixels are cached."""
+  def caches(self, num_examples, size, value_bytes=4):
+    """Whether `num_examples` RGB images of `size`^2 pixels of `value_bytes` bytes a
+    value (float32 4, uint8 1) are cached."""
     if self.random_resized_crop:  # whole source images, of any size
       return False
     if self.cache != "auto":
       return bool(self.cache)
-    return num_examples * size * size * 3 * 4 <= self.cache_limit_mb * 2**20
+    return num_examples * size * size * 3 * value_bytes <= self.cache_limit_mb * 2**20
 
-  def _base(self, key, make, num_examples, size):
+  def _base(self, key, make, num_examples, size, value_bytes=4):
     """`make()` with its elements cached in memory (built once, shared by every epoch's
     dataset derived from it) when `caches` says so."""
-    if not self.caches(num_examples, size):
+    if not self.caches(num_examples, size, value_bytes):
       return make()
     source, rest = key[0], key[1:]
     key = (id(source),) + rest
@@ -612,7 +613,7 @@ class InputPipeline:
 
     key = (source, "eval", split, None if indices is None else
            np.asarray(indices, np.int64).tobytes())
-    ds = self._base(key, preprocessed, n, size)
+    ds = self._base(key, preprocessed, n, size, value_bytes=1 if self.hands_uint8 else 4)
     if pad:
       shape = [size, size, 3 if self.hands_uint8 else len(self.mean)]
       filler = tf.data.Dataset.from_tensors(

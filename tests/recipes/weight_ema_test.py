@@ -22,7 +22,6 @@ from recipes.data import digits
 from recipes.data import long_tail
 from recipes.data import pipeline
 from recipes.methods import losses
-from zoo import card as card_lib
 from zoo import resnet_cifar
 
 AVERAGE = re.compile(r"(^|/)average/")
@@ -156,9 +155,7 @@ class WeightEmaRunTest(tf.test.TestCase):
     # The export serves the averaged model on the evaluation preprocessing.
     pixels = np.random.default_rng(0).integers(0, 256, [6, 16, 16, 3], dtype=np.uint8)
     feed = built.pipeline
-    x = tf.stack([card_lib.eval_preprocess(p, feed.eval_image_size, feed.eval_crop_fraction,
-                                           feed.mean, feed.std, feed.eval_resize_method)
-                  for p in pixels])
+    x = feed.device_inputs(tf.stack([feed.eval_image(p) for p in pixels]))
     served = tf.saved_model.load(os.path.join(model_dir, "export")).signatures[
         "serving_default"](images=tf.constant([tf.io.encode_png(p).numpy() for p in pixels]))
     self.assertNotAllClose(served["logits"], model(x, training=False), rtol=1e-3, atol=1e-4)

@@ -285,6 +285,20 @@ class PipelineTest(tf.test.TestCase):
     auto = float_batches(cache="auto", cache_limit_mb=1)
     self.assertTrue(auto.caches(20, 64))  # 20 x 64 x 64 x 3 x 4 bytes: 0.9 MiB
     self.assertFalse(auto.caches(30, 64))  # 1.4 MiB
+    self.assertTrue(auto.caches(85, 64, value_bytes=1))  # uint8: 0.996 MiB
+    self.assertFalse(auto.caches(86, 64, value_bytes=1))  # 1.008 MiB
+
+  def test_the_evaluation_cache_is_sized_by_what_it_holds(self):
+    # 7 test images of 128^2: 0.34 MiB as uint8, 1.38 MiB as float32; the limit 1 MiB.
+    source, _ = toy_source(n_train=4, n_test=7, size=128)
+    for uint8_batches, cached in ((True, True), (False, False)):
+      p = pipeline.InputPipeline(
+          batch_size=4, image_size=128, eval_image_size=128, eval_crop_fraction=1.0,
+          eval_resize_method="bilinear", mean=(0.5,) * 3, std=(0.25,) * 3, cache="auto",
+          randaugment=(), cache_limit_mb=1, uint8_batches=uint8_batches)
+      p.eval_dataset(source)
+      self.assertEqual(any(key[1] == "eval" for key in p._cached), cached,
+                       msg=f"uint8_batches={uint8_batches}")
 
   def test_bad_settings_after_resolution(self):
     for fields, message in ((dict(eval_resize_method="nearest"), "eval_resize_method"),

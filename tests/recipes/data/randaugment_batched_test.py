@@ -145,20 +145,23 @@ def toy_source(n_train=16, size=12):
   return source_lib.Source("toy", ["a", "b"], labels, labels[:4], make_dataset)
 
 
-class PipelineTest(tf.test.TestCase):
+class PipelineTest(tf.test.TestCase, parameterized.TestCase):
 
   def settings(self, **fields):
-    fields = {**dict(batch_size=4, image_size=12, eval_image_size=12), **fields}
+    fields = {**dict(batch_size=4, image_size=12, eval_image_size=12,
+                     uint8_batches=False), **fields}
     return pipeline.InputPipeline(
         eval_crop_fraction=1.0, eval_resize_method="bilinear", random_flip=True,
         mean=(0,) * 3, std=(1 / 255,) * 3, randaugment=(2, 9), **fields)
 
-  def test_the_pipeline_runs_randaugment_over_its_batches(self):
+  @parameterized.parameters(False, True)
+  def test_the_pipeline_runs_randaugment_over_its_batches(self, uint8_batches):
     # Its batches are the same pipeline's without RandAugment (whole pixels), each
     # image then given its draws from its (seed, epoch, position) key: one call of
-    # BatchedRandAugment on the batch. A rebuilt epoch is the same.
+    # BatchedRandAugment on the batch (float32 or uint8 batches). A rebuilt epoch is
+    # the same.
     source = toy_source()
-    p = self.settings()
+    p = self.settings(uint8_batches=uint8_batches)
     plain = p.replace(randaugment=())
     augmenter = randaugment_batched.BatchedRandAugment(2, 9)
     epoch_seed = np.array([7, 2], np.int64)
@@ -171,7 +174,8 @@ class PipelineTest(tf.test.TestCase):
           epoch_seed, tf.constant(position + i, tf.int64)) for i in range(4)]
       drawn = tf.stack([augmenter.draws(key, 12, 12) for key in keys])
       want = augmenter.distort(tf.cast(tf.round(x), tf.uint8), drawn)
-      self.assertAllEqual(batch, tf.cast(want, tf.float32))
+      self.assertEqual(batch.dtype, np.uint8 if uint8_batches else np.float32)
+      self.assertAllEqual(batch, tf.cast(want, batch.dtype))
       self.assertAllEqual(batch, rebuilt)
       position += 4
     self.assertEqual(position, 16)
@@ -217,10 +221,12 @@ class PipelineTest(tf.test.TestCase):
 
   def test_uint8_batches_are_the_float_batches_rounded(self):
     source = toy_source()
-    floats = [x.numpy() for x, _ in self.settings().train_dataset(source, np.arange(16), 1, 3)]
+    floats = [x.numpy() for x, _ in self.settings(uint8_batches=False).train_dataset(
+        source, np.arange(16), 1, 3)]
     whole = [x.numpy() for x, _ in self.settings(uint8_batches=True).train_dataset(
         source, np.arange(16), 1, 3)]
     self.assertEqual(whole[0].dtype, np.uint8)
+    self.assertEqual(floats[0].dtype, np.float32)
     self.assertAllEqual(np.stack(whole).astype(np.float32), np.stack(floats))
 
   def test_a_bad_switch_is_one_line(self):
