@@ -19,7 +19,8 @@ from tests.recipes import cli
 RECIPE_ARGS = slurm_jobs.RECIPE_ARGS
 ENDED = slurm_jobs.ENDED
 # A run that outlasts a three-minute time limit's signal (60-120 s in).
-LONG = 60  # about 2 s an epoch on an idle 2-core machine: 135 s
+LONG = 150  # 1.4-2 s an epoch on an idle 2-core machine: 210-300 s (60 epochs once
+# finished in 86 s, before the signal came)
 STEPS_PER_EPOCH = slurm_jobs.STEPS_PER_EPOCH
 STOPPED = re.compile(r"preempted \(SIGTERM\) at epoch (\d+), step (\d+) of \d+: saved")
 

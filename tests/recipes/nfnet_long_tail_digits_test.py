@@ -13,6 +13,13 @@ by 1 of the 700 test images, the shot groups by up to 11 of their 210-280 (few-s
 after that day's changes, none of which touch this recipe. So there balanced accuracy
 is held within TOLERANCE_IMAGES (45 images, 6.4 points) of every CPU's and the groups
 are printed, not held, and the test says so.
+
+Since uint8 batches became the pipeline's default (2026-11-29, dcb2e47: the model sees
+each augmented image rounded to whole levels) the run's figures moved: on the EPYC with
+AVX-512 by 2 images in balanced accuracy (0.8143 -> 0.8114). Its goldens are measured
+again (GOLDENS); the other two CPUs' could not be (no such machine at hand) and are kept
+as the float32 default's (FLOAT32_GOLDENS): not held exactly any more, only as the
+drift guide for CPUs with no goldens.
 """
 import json
 import os
@@ -25,11 +32,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # The default run (seed 0, logit-adjusted loss) on each CPU signature, measured twice.
 GOLDENS = {
+    # 2026-11-29, 2 cores, with AVX-512: uint8 batches (two runs bit-identical, at
+    # a9490bd in the suite and after it).
+    ("AMD EPYC", ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "fma")): {
+        "balanced_accuracy": 0.8114285714285714, "many_shot_accuracy": 0.9642857142857143,
+        "medium_shot_accuracy": 0.9476190476190477, "few_shot_accuracy": 0.4714285714285715},
+}
+# The same run when batches were float32 (before dcb2e47), on CPUs not measured since.
+FLOAT32_GOLDENS = {
     # 2026-11-25, 2 cores, AVX2 without AVX-512.
     ("AMD EPYC", ("avx2", "fma")): {
         "balanced_accuracy": 0.8128571428571428, "many_shot_accuracy": 0.9678571428571429,
         "medium_shot_accuracy": 0.9476190476190477, "few_shot_accuracy": 0.47142857142857136},
-    # 2026-11-27, 2 cores, with AVX-512.
+    # 2026-11-27, 2 cores, with AVX-512 (its uint8 goldens above).
     ("AMD EPYC", ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "fma")): {
         "balanced_accuracy": 0.8142857142857143, "many_shot_accuracy": 0.9428571428571428,
         "medium_shot_accuracy": 0.9333333333333332, "few_shot_accuracy": 0.5238095238095237},
@@ -87,9 +102,9 @@ class NfnetLongTailDigitsTest(tf.test.TestCase):
       return
     print(f"CPU {cpu_signature()} has no goldens (tests/recipes/nfnet_long_tail_digits_test.py: "
           f"{list(GOLDENS)}): balanced accuracy held within {TOLERANCE_IMAGES} of "
-          f"{TEST_IMAGES} test "
-          "images of each CPU's, the shot groups not held")
-    for known in GOLDENS.values():
+          f"{TEST_IMAGES} test images of each measured CPU's (float32 batches' too), the "
+          "shot groups not held")
+    for known in (*GOLDENS.values(), *FLOAT32_GOLDENS.values()):
       self.assertAllClose(figures["balanced_accuracy"], known["balanced_accuracy"],
                           atol=TOLERANCE_IMAGES / TEST_IMAGES)
 
