@@ -176,6 +176,12 @@ def normalize_pixels(image, mean, std):
   return (image / 255.0 - mean) / std
 
 
+def whole_pixels(image):
+  """Float pixels rounded to whole levels (half to even), clipped to [0, 255], as uint8:
+  what uint8 batches hold (and an export for them serves)."""
+  return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
+
+
 def to_grey(image):
   """The luma (`LUMA`) of float RGB pixels [..., 3] as [..., 1]."""
   return tf.tensordot(tf.cast(image, tf.float32), tf.constant(LUMA, tf.float32),

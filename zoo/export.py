@@ -33,8 +33,8 @@ class _Serving(tf.Module):
   def preprocess(self, encoded):
     pixels = card_lib.eval_crop_resize_encoded(encoded, self.image_size, self.crop_fraction,
                                                self.method)
-    if self.whole_pixels:  # round half to even, clip: what uint8 batches hold
-      pixels = tf.clip_by_value(tf.round(pixels), 0.0, 255.0)
+    if self.whole_pixels:
+      pixels = card_lib.whole_pixels(pixels)
     return card_lib.normalize_pixels(pixels, self.mean, self.std)
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])

@@ -301,11 +301,6 @@ def _crop(settings, image, seed):
   return image
 
 
-def whole_pixels(image):
-  """Float pixels rounded to whole levels (half to even), clipped to [0, 255], as uint8."""
-  return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
-
-
 def augment_image(settings, image, seed, model_garden_ops=()):
   """Seeded crop, crop-with-padding and flip, then colour jitter, `model_garden_ops`
   (AutoAugment, RandAugment; None where off) and Cutout (Model Garden's: drawn from TF's
@@ -319,7 +314,7 @@ def augment_image(settings, image, seed, model_garden_ops=()):
   if settings.color_jitter:
     uint8_ops.insert(0, lambda x: preprocess_ops.color_jitter(x, *settings.color_jitter))
   if uint8_ops:  # Model Garden's ops take and give uint8 pixels: convert once
-    image = whole_pixels(image)
+    image = card_lib.whole_pixels(image)
     for op in uint8_ops:
       image = op(image)
     image = tf.cast(image, tf.float32)

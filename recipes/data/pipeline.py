@@ -500,8 +500,8 @@ class InputPipeline:
       key = tf.random.experimental.stateless_fold_in(epoch_seed, position)
       if not over_batches:
         image = self._augment(image, key)
-        return (augment.whole_pixels(image) if self.hands_uint8 else image), label
-      image = augment.whole_pixels(self._augment(image, key, randaugment=False))
+        return (card_lib.whole_pixels(image) if self.hands_uint8 else image), label
+      image = card_lib.whole_pixels(self._augment(image, key, randaugment=False))
       drawn = self._randaugment_batched.draws(key, tf.shape(image)[0], tf.shape(image)[1])
       return (image, drawn), label
 
@@ -585,7 +585,7 @@ class InputPipeline:
 
   def _eval_output(self, pixels):
     if self.hands_uint8:
-      return augment.whole_pixels(pixels)
+      return card_lib.whole_pixels(pixels)
     return card_lib.normalize_pixels(pixels, self.mean, self.std)
 
   def eval_dataset(self, source, split="test", indices=None, context=None):

@@ -33,6 +33,11 @@ def normalise(image, mean=MEAN, std=STD):
 
 class EvalPreprocessTest(tf.test.TestCase, parameterized.TestCase):
 
+  def test_whole_pixels_round_half_to_even_and_clip(self):
+    got = card.whole_pixels(tf.constant([-0.6, 0.4, 0.5, 1.5, 2.5, 254.5, 255.4, 300.0]))
+    self.assertEqual(got.dtype, tf.uint8)
+    self.assertAllEqual(got, [0, 0, 0, 2, 2, 254, 255, 255])
+
   def test_deepmind_crop_of_a_non_square_image(self):
     image = pixels(40, 60)
     crop = card.deepmind_eval_crop(16)  # 16 / 48
