@@ -7,7 +7,8 @@ for each target marked flaky that failed before it passed (it counts as passed, 
 does to Bazel; the failed attempts' logs are named).
 
 Usage: python3 .ci/summarize.py BAZEL_LOG [SIZES] (in the workspace root, after bazel
-test; SIZES: lines "LABEL SIZE", as `bazel query "attr(size, S, tests(//...))"` gives).
+test; SIZES: lines "LABEL SIZE", as `bazel query "attr(size, S, tests(//...))"` gives);
+python3 .ci/summarize.py --sizes prints the sizes (TIMEOUTS' keys) .ci/run queries.
 """
 
 import os
@@ -95,4 +96,7 @@ def main(log_path, sizes_path=None):
 
 
 if __name__ == "__main__":
+  if sys.argv[1:] == ["--sizes"]:
+    print(" ".join(TIMEOUTS))
+    sys.exit(0)
   sys.exit(0 if main(*sys.argv[1:3]) else 3)

@@ -135,6 +135,14 @@ class CiSummaryTest(absltest.TestCase):
     self.assertLess(script.index("export CI=true"), script.index("./bazelw test //..."))
     self.assertIn('python3 .ci/summarize.py "$log" "$sizes"', script)
     self.assertIn('attr(size, $size, tests(//...))', script)
+    self.assertIn("for size in $(python3 .ci/summarize.py --sizes); do", script)
+
+  def test_sizes_are_bazels_four(self):
+    # .ci/run queries the sizes summarize.py prints: every size Bazel has, each with its
+    # timeout (Bazel's test encyclopedia: small 60 s, medium 300, large 900, enormous 3600).
+    done = subprocess.run([sys.executable, os.path.join(ROOT, ".ci/summarize.py"),
+                           "--sizes"], capture_output=True, text=True, check=True)
+    self.assertEqual(done.stdout.split(), ["small", "medium", "large", "enormous"])
 
 
 if __name__ == "__main__":
