@@ -160,12 +160,19 @@ def _stop(pid_file, timeout=30, ours_only=False):
     return
   if ours_only and not _command(pid).startswith(("slurm", "munged")):
     return
-  os.kill(pid, signal.SIGTERM)
-  deadline = time.monotonic() + timeout
-  while alive(pid) and time.monotonic() < deadline:
-    time.sleep(0.2)
-  if alive(pid):
+  if not _signal_and_wait(pid, signal.SIGTERM, timeout):
     os.kill(pid, signal.SIGKILL)
+
+
+def _signal_and_wait(pid, signum, timeout):
+  """Send `signum` to `pid`; whether it is gone (`alive` says not) within `timeout` s."""
+  os.kill(pid, signum)
+  deadline = time.monotonic() + timeout
+  while alive(pid):
+    if time.monotonic() > deadline:
+      return False
+    time.sleep(0.05)
+  return True
 
 
 def _ip(*argv, check=True):
@@ -408,14 +415,8 @@ class Cluster:
     """Node `node`'s slurmd alone dies (SIGKILL), as in a crash: the machine, its link
     and its other processes stay; revive_node starts it again."""
     pid = _read_pid(os.path.join(self.dir, f"slurmd-{self.names[node]}.pid"))
-    if pid is not None and alive(pid):
-      os.kill(pid, signal.SIGKILL)
-      deadline = time.monotonic() + 10
-      while alive(pid):
-        if time.monotonic() > deadline:
-          raise RuntimeError(f"slurmd {self.names[node]} (pid {pid}) outlived SIGKILL "
-                             "by 10 s")
-        time.sleep(0.05)
+    if pid is not None and alive(pid) and not _signal_and_wait(pid, signal.SIGKILL, 10):
+      raise RuntimeError(f"slurmd {self.names[node]} (pid {pid}) outlived SIGKILL by 10 s")
 
   def revive_node(self, node):
     """The node comes back: its link up, its slurmd started (ReturnToService=2 makes it
