@@ -10,7 +10,7 @@ import tf_keras
 from recipes import experiment  # pylint: disable=unused-import  (Task, Optimization, ...)
 from recipes import trainer  # pylint: disable=unused-import
 from recipes.data import cifar_lt  # pylint: disable=unused-import  (CaoLongTail)
-from recipes.data import cifar_python  # pylint: disable=unused-import
+from recipes.data import cifar  # pylint: disable=unused-import  (and cifar_png, cifar_python)
 from recipes.data import digits  # pylint: disable=unused-import
 from recipes.data import fashion_mnist  # pylint: disable=unused-import
 from recipes.data import image_folder  # pylint: disable=unused-import

@@ -211,15 +211,29 @@ def _train_epochs(trainer, run_dir, first, start, stopping):
       built.step.reset_metrics()
       progress.begin_epoch()
     seed = progress.data_seed(built.runtime.seed)  # a resumed epoch keeps its order
+    began = time.monotonic()
     done = trainer.train_epoch(epoch, start=start, seed=seed, stop=stop)
     if done < trainer.steps_in(epoch):
       _preempted(trainer, run_dir, notice, (epoch, done))
-    start = 0
     loss = float(built.step.loss_metric.result())
-    if end_epoch(trainer, run_dir, epoch):
-      stopped = True
+    stopped = end_epoch(trainer, run_dir, epoch)
+    left = sum(trainer.steps_in(e) for e in range(epoch + 1, built.length.epochs))
+    print(epoch_line(epoch + 1, built.length.epochs, done - start, left,
+                     built.pipeline.batch_size, time.monotonic() - began), flush=True)
+    start = 0
+    if stopped:
       break
   return loss, stopped
+
+
+def epoch_line(epochs_done, epochs, steps, steps_left, batch_size, seconds):
+  """A person's progress line after an epoch: its images a second (training and the
+  epoch's evaluations, wall clock) and the run's time left at that rate."""
+  rate = steps * batch_size / max(seconds, 1e-9)
+  left = int(round(steps_left * seconds / steps)) if steps else 0
+  hours, rest = divmod(left, 3600)
+  return (f"Epoch {epochs_done}/{epochs} done in {seconds:.0f} s: {rate:,.0f} images/s, "
+          f"{hours}:{rest // 60:02d}:{rest % 60:02d} left at this rate")
 
 
 def _preempted(trainer, run_dir, notice, position):
