@@ -51,12 +51,15 @@ LOAD_EVERY_SECONDS = 30
 _EPOCH_LINE = re.compile(r"^Epoch (\d+)/(\d+) done")
 
 runs_lib.define_flags("runs/reproduce", "row")
-flags.DEFINE_list("rows", list(DEFAULT_ROWS), "Published rows to run (recipes in "
-                  "recipes/reproduce/published.json).")
-flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (SEED) of every row; runs go seed by "
-                  "seed, every row of a seed before the next seed.")
-flags.DEFINE_string("record_dir", None, "Where finished runs' JSON goes (default: "
-                    "docs/data/reproduce/ of the workspace).")
+flags.DEFINE_list(
+    "rows", list(DEFAULT_ROWS), "Published rows to run (recipes in "
+    "recipes/reproduce/published.json).")
+flags.DEFINE_list(
+    "seeds", ["0", "1", "2"], "Seeds (SEED) of every row; runs go seed by "
+    "seed, every row of a seed before the next seed.")
+flags.DEFINE_string(
+    "record_dir", None, "Where finished runs' JSON goes (default: "
+    "docs/data/reproduce/ of the workspace).")
 
 
 def published_rows():
@@ -66,11 +69,13 @@ def published_rows():
 
 def plan(rows, seeds, root, extra_bindings=()):
   """{(row, seed): runs.Run}, seed by seed."""
-  return {(row, seed): runs_lib.Run(
-      gin_files=(f"recipes/reproduce/{row}.gin",),
-      bindings=tuple(extra_bindings) + (f"SEED = {seed}",),
-      model_dir=os.path.join(root, row, f"seed{seed}"))
-          for seed in seeds for row in rows}
+  return {
+      (row, seed):
+          runs_lib.Run(gin_files=(f"recipes/reproduce/{row}.gin",),
+                       bindings=tuple(extra_bindings) + (f"SEED = {seed}",),
+                       model_dir=os.path.join(root, row, f"seed{seed}")) for seed in seeds
+      for row in rows
+  }
 
 
 def _alive(pid):
@@ -131,9 +136,13 @@ class LoadSampler:
 
   def summary(self):
     s = self.samples
-    return {"samples": len(s), "every_seconds": self.every,
-            "mean": round(sum(s) / len(s), 2) if s else None,
-            "max": max(s) if s else None, "min": min(s) if s else None}
+    return {
+        "samples": len(s),
+        "every_seconds": self.every,
+        "mean": round(sum(s) / len(s), 2) if s else None,
+        "max": max(s) if s else None,
+        "min": min(s) if s else None
+    }
 
 
 def run_segment(run, digest, python=sys.executable, echo=print):
@@ -143,10 +152,18 @@ def run_segment(run, digest, python=sys.executable, echo=print):
   for seg in segments:  # a segment whose process is gone without its end: killed
     if seg.get("status") == "running" and not _alive(seg.get("pid", -1)):
       seg["status"] = "killed (no end recorded)"
-  seg = {"began": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "ended": None,
-         "cpu": runs_lib.machine(), "host": socket.gethostname(),
-         "revision": runs_lib.revision(), "code": digest, "pid": os.getpid(),
-         "status": "running", "first_epoch": None, "last_epoch": None}
+  seg = {
+      "began": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+      "ended": None,
+      "cpu": runs_lib.machine(),
+      "host": socket.gethostname(),
+      "revision": runs_lib.revision(),
+      "code": digest,
+      "pid": os.getpid(),
+      "status": "running",
+      "first_epoch": None,
+      "last_epoch": None
+  }
   segments.append(seg)
   write_segments(run.model_dir, segments)
   env = dict(os.environ, PYTHONPATH=runs_lib.ROOT, PYTHONUNBUFFERED="1")
@@ -156,8 +173,13 @@ def run_segment(run, digest, python=sys.executable, echo=print):
     log.write(f"\n== segment {len(segments)} at {seg['began']} on {seg['cpu']}: "
               f"{shlex.join(command)}\n")
     log.flush()
-    child = subprocess.Popen(command, cwd=runs_lib.ROOT, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, bufsize=1)
+    child = subprocess.Popen(command,
+                             cwd=runs_lib.ROOT,
+                             env=env,
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT,
+                             text=True,
+                             bufsize=1)
     forward = lambda signum, frame: child.send_signal(signum)
     previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -173,7 +195,8 @@ def run_segment(run, digest, python=sys.executable, echo=print):
     finally:
       for s, handler in previous.items():
         signal.signal(s, handler)
-  seg.update(ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"), load_average=load.summary(),
+  seg.update(ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+             load_average=load.summary(),
              status="finished" if status == 0 else f"exit status {status}")
   write_segments(run.model_dir, segments)
   return status
@@ -184,16 +207,23 @@ def record(run, row, seed, metrics, command):
   segments = read_segments(run.model_dir)
   cpus = sorted({s["cpu"] for s in segments})
   return {
-      "benchmark": "reproduce", "row": row, "seed": int(seed), "command": command,
+      "benchmark": "reproduce",
+      "row": row,
+      "seed": int(seed),
+      "command": command,
       "revision": segments[-1]["revision"] if segments else runs_lib.revision(),
       "revisions": sorted({s["revision"] for s in segments if s.get("revision")}),
       "code": segments[-1]["code"] if segments else None,
       "date": datetime.date.today().isoformat(),
       "began": segments[0]["began"] if segments else None,
       "ended": segments[-1]["ended"] if segments else None,
-      "machine": cpus[0] if len(cpus) == 1 else cpus, "mixed_cpus": len(cpus) > 1,
+      "machine": cpus[0] if len(cpus) == 1 else cpus,
+      "mixed_cpus": len(cpus) > 1,
       "load_average": [s.get("load_average") for s in segments],
-      "bindings": list(run.bindings), "segments": segments, "metrics": metrics}
+      "bindings": list(run.bindings),
+      "segments": segments,
+      "metrics": metrics
+  }
 
 
 def write_record(record_dir, rec):
@@ -223,16 +253,19 @@ def main(argv):
   known = published_rows()
   unknown = [r for r in FLAGS.rows if r not in known]
   if not FLAGS.rows or unknown:
-    runs_lib.fail(f"--rows: {', '.join(unknown) or 'none given'} not in {PUBLISHED}; give "
-                  f"recipes such as {','.join(DEFAULT_ROWS)}")
+    runs_lib.fail(
+        f"--rows: {', '.join(unknown) or 'none given'} not in {PUBLISHED}; give "
+        f"recipes such as {','.join(DEFAULT_ROWS)}")
   if not FLAGS.seeds or any(not re.fullmatch(r"\d+", s) for s in FLAGS.seeds):
     runs_lib.fail(f"--seeds={','.join(FLAGS.seeds)}: give non-negative integers, e.g. "
                   "--seeds=0,1,2")
-  root = os.path.abspath(FLAGS.out_dir or os.path.join(
-      os.environ.get("BUILD_WORKING_DIRECTORY", "."), "runs", "reproduce"))
-  record_dir = os.path.abspath(FLAGS.record_dir or os.path.join(
-      os.environ.get("BUILD_WORKSPACE_DIRECTORY", runs_lib.ROOT), "docs", "data",
-      "reproduce"))
+  root = os.path.abspath(
+      FLAGS.out_dir or
+      os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", "."), "runs", "reproduce"))
+  record_dir = os.path.abspath(
+      FLAGS.record_dir or
+      os.path.join(os.environ.get("BUILD_WORKSPACE_DIRECTORY", runs_lib.ROOT), "docs",
+                   "data", "reproduce"))
   digest = runs_lib.code_digest()
   command = command_line()
   for (row, seed), run in plan(FLAGS.rows, FLAGS.seeds, root, FLAGS.gin_bindings).items():
@@ -245,21 +278,27 @@ def main(argv):
                if ran_at else "")
       runs_lib.fail(f"{e}{where}")
     if not os.path.exists(run.report_path):
-      print(f"{row}, seed {seed}: training in {run.model_dir} (log: "
-            f"{os.path.join(run.model_dir, LOG)})", flush=True)
+      print(
+          f"{row}, seed {seed}: training in {run.model_dir} (log: "
+          f"{os.path.join(run.model_dir, LOG)})",
+          flush=True)
       status = run_segment(run, digest)
       if runs_lib.code_digest() != digest:
         runs_lib.fail(f"the code under {', '.join(runs_lib.CODE_DIRS)} changed while "
                       f"{run.model_dir} trained: run from a fixed worktree")
       if status != 0:
-        print(f"{row}, seed {seed}: stopped (exit status {status}); rerun the same "
-              "command to resume", file=sys.stderr)
+        print(
+            f"{row}, seed {seed}: stopped (exit status {status}); rerun the same "
+            "command to resume",
+            file=sys.stderr)
         sys.exit(status)
     with open(run.report_path) as f:
       metrics = json.load(f)
     path = write_record(record_dir, record(run, row, seed, metrics, command))
-    print(f"{row}, seed {seed}: top-1 {100 * metrics['top1']:.2f} (published "
-          f"{known[row]['top1']:.2f}); {path}", flush=True)
+    print(
+        f"{row}, seed {seed}: top-1 {100 * metrics['top1']:.2f} (published "
+        f"{known[row]['top1']:.2f}); {path}",
+        flush=True)
 
 
 if __name__ == "__main__":

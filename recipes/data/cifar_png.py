@@ -55,8 +55,9 @@ def png_header(path, directory):
     _fail(path, "is not a PNG", directory)
   width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", head[16:29])
   if (depth, colour, interlace) != (8, 2, 0):
-    _fail(path, f"is not an 8-bit RGB PNG without interlacing (bit depth {depth}, "
-          f"colour type {colour}, interlace {interlace})", directory)
+    _fail(
+        path, f"is not an 8-bit RGB PNG without interlacing (bit depth {depth}, "
+        f"colour type {colour}, interlace {interlace})", directory)
   return width, height
 
 
@@ -64,8 +65,9 @@ def read_png(path, directory):
   """The uint8 images [10000, 32, 32, 3] in the PNG at `path`, one a row."""
   width, height = png_header(path, directory)
   if (width, height) != (SIDE * SIDE, PER_PNG):
-    _fail(path, f"is {width} x {height} pixels, not {SIDE * SIDE} x {PER_PNG} (one "
-          "32 x 32 image a row)", directory)
+    _fail(
+        path, f"is {width} x {height} pixels, not {SIDE * SIDE} x {PER_PNG} (one "
+        "32 x 32 image a row)", directory)
   try:
     with Image.open(path) as image:
       image.load()
@@ -82,20 +84,22 @@ def read_png(path, directory):
 def read_labels(path, count, directory):
   """The `count` labels (int32, each 0..9) in the JSON array at `path`."""
   if os.path.getsize(path) > LABELS_MAX_BYTES:
-    _fail(path, f"is {os.path.getsize(path)} bytes, more than a label file's "
-          f"{LABELS_MAX_BYTES}", directory)
+    _fail(
+        path, f"is {os.path.getsize(path)} bytes, more than a label file's "
+        f"{LABELS_MAX_BYTES}", directory)
   try:
     with open(path, "rb") as f:
       labels = json.loads(f.read().decode("utf-8"))
   except (ValueError, UnicodeDecodeError) as e:
     _fail(path, f"is not a JSON array ({e})", directory)
   if not isinstance(labels, list):
-    _fail(path, f"holds a JSON {type(labels).__name__}, not an array of labels", directory)
+    _fail(path, f"holds a JSON {type(labels).__name__}, not an array of labels",
+          directory)
   if len(labels) != count:
     _fail(path, f"holds {len(labels)} labels for {count} images", directory)
   for i, label in enumerate(labels):
-    if isinstance(label, bool) or not isinstance(label, int) or not (
-        0 <= label < len(CLASS_NAMES)):
+    if isinstance(
+        label, bool) or not isinstance(label, int) or not (0 <= label < len(CLASS_NAMES)):
       _fail(path, f"label {i} is {label!r}, not a class 0-{len(CLASS_NAMES) - 1}",
             directory)
   return np.asarray(labels, np.int32)
@@ -139,8 +143,9 @@ def load(directory=None, sha256="official"):
       if sha256 == "official":
         got = cifar10_npm.sha256_of(path)
         if got != cifar10_npm.FILES[name]:
-          _fail(path, f"has SHA-256 {got[:16]}..., not {cifar10_npm.FILES[name][:16]}... "
-                f"({cifar10_npm.PACKAGE}'s)", directory)
+          _fail(
+              path, f"has SHA-256 {got[:16]}..., not {cifar10_npm.FILES[name][:16]}... "
+              f"({cifar10_npm.PACKAGE}'s)", directory)
     images = np.concatenate([read_png(os.path.join(folder, f), directory) for f in pngs])
     labels = read_labels(os.path.join(folder, labels_file), len(images), directory)
     splits[split] = (images, labels)
@@ -158,6 +163,8 @@ def cifar_png(directory=None, sha256="official"):
     sha256: 'official' checks each file against the package's; None skips it.
   """
   splits = load(directory, sha256)
-  return source_lib.Source(
-      name="cifar10", class_names=list(CLASS_NAMES), train_labels=splits["train"][1],
-      test_labels=splits["test"][1], make_dataset=source_lib.in_memory(splits))
+  return source_lib.Source(name="cifar10",
+                           class_names=list(CLASS_NAMES),
+                           train_labels=splits["train"][1],
+                           test_labels=splits["test"][1],
+                           make_dataset=source_lib.in_memory(splits))

@@ -185,10 +185,12 @@ def plot(path, results):
 def published_table(rows):
   lines = []
   for row in rows:
+    needs = ("runs on a CPU" if row["needs"] == "cpu" else f"needs a {row['needs'].upper()}")
+    offline = f"; {row['offline']}" if row.get("offline") else ""
     lines.append(f"{row['recipe']}: {row['paper']}, {row['data']}, {row['model']}, "
                  f"{row['method']}: top-1 {row['top1']:.2f} (±{row['tolerance']:g} over "
-                 f"{row['seeds']} seed{'s' if row['seeds'] > 1 else ''}; needs a "
-                 f"{row['needs'].upper()})\n    {command(row)}")
+                 f"{row['seeds']} seed{'s' if row['seeds'] > 1 else ''}; {needs}{offline})"
+                 f"\n    {command(row)}")
   return "\n".join(lines)
 
 

