@@ -205,18 +205,19 @@ def run_segment(run, digest, python=sys.executable, echo=print):
 def record(run, row, seed, metrics, command):
   """The finished run's JSON (see the module)."""
   segments = read_segments(run.model_dir)
-  cpus = sorted({s["cpu"] for s in segments})
+  cpus = sorted({s["cpu"] for s in segments if s.get("cpu")})
+  last = segments[-1] if segments else {}
   return {
       "benchmark": "reproduce",
       "row": row,
       "seed": int(seed),
       "command": command,
-      "revision": segments[-1]["revision"] if segments else runs_lib.revision(),
+      "revision": last.get("revision", runs_lib.revision()),
       "revisions": sorted({s["revision"] for s in segments if s.get("revision")}),
-      "code": segments[-1]["code"] if segments else None,
+      "code": last.get("code"),
       "date": datetime.date.today().isoformat(),
-      "began": segments[0]["began"] if segments else None,
-      "ended": segments[-1]["ended"] if segments else None,
+      "began": segments[0].get("began") if segments else None,
+      "ended": last.get("ended"),
       "machine": cpus[0] if len(cpus) == 1 else cpus,
       "mixed_cpus": len(cpus) > 1,
       "load_average": [s.get("load_average") for s in segments],
