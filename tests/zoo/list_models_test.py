@@ -27,6 +27,17 @@ class ListModelsTest(tf.test.TestCase):
     self.assertRegex(lines[1], r"^resnet20_cifar\s+335,448\s+32px")  # at 1000 classes
     self.assertRegex(lines[2], r"^inception_v3\s+23,851,784\s+299px")  # Keras: 23.9M
 
+  def test_long_names_keep_their_columns(self):
+    out = io.StringIO()
+    with flagsaver.flagsaver(names=["efficientnet_lite0"]):
+      with contextlib.redirect_stdout(out):
+        list_models.main(["list"])
+    header, row = out.getvalue().splitlines()
+    # All weights (BatchNorm statistics too); timm's trainable count is 4,652,008.
+    self.assertRegex(row, r"^efficientnet_lite0\s+4,694,024\s+224px  Tan & Le 2019")
+    self.assertEqual(header.index("parameters") + len("parameters"),
+                     row.index("4,694,024") + len("4,694,024"))
+
   def test_unknown_name(self):
     with flagsaver.flagsaver(names=["resnet51"]):
       with self.assertRaisesRegex(Exception, "unknown zoo models \\['resnet51'\\]"):
