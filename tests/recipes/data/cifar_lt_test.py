@@ -52,7 +52,10 @@ def their_selection(targets, img_num_per_cls, rand_number):
 
 
 def pickled(obj):
-  return pickle.dumps(obj, protocol=2)
+  # Protocol 4: Python 3's protocol 2 writes bytes through _codecs.encode, which the
+  # reader's allow-list (zoo/safe_pickle.py) does not admit and CIFAR's own Python 2
+  # pickles never name (tests/zoo/safe_pickle_test.py reads a Python 2 style batch).
+  return pickle.dumps(obj, protocol=4)
 
 
 def fake_files(name, per_class, seed=0):

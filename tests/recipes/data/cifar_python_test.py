@@ -4,6 +4,7 @@ pickles of their format."""
 
 import hashlib
 import os
+import pickle
 import shutil
 
 import tensorflow as tf
@@ -42,6 +43,28 @@ class CifarPythonTest(tf.test.TestCase):
     with self.assertRaisesRegex(ConfigError, "^CIFAR archive '.*' has MD5 [0-9a-f]{32}, "
                                 "not c58f30108f718f92721af3b95e74349a"):
       cifar_python.cifar_python(path=self.archives[name])
+
+  def test_a_crafted_pickle_runs_nothing(self):
+    """md5=None skips the sums, not the allow-list: a batch naming os.system is refused
+    in one line and its command never runs."""
+    marker = os.path.join(self.get_temp_dir(), "ran")
+
+    class Payload:
+
+      def __reduce__(self):
+        return (os.system, (f"touch {marker}",))
+
+    files = dict(self.files["cifar10"], data_batch_2=pickle.dumps(Payload(), protocol=2))
+    folder = os.path.join(self.get_temp_dir(), "crafted", "cifar-10-batches-py")
+    os.makedirs(folder)
+    for f, data in files.items():
+      with open(os.path.join(folder, f), "wb") as handle:
+        handle.write(data)
+    with self.assertRaises(ConfigError) as raised:
+      cifar_python.cifar_python(path=folder, md5=None)
+    self.assertRegex(str(raised.exception).splitlines()[0],
+                     r"data_batch_2.*(posix|os)\.system.*; download the data set again$")
+    self.assertFalse(os.path.exists(marker))
 
   def test_errors(self):
     with self.assertRaisesRegex(ConfigError, "^CIFAR file '/no/such.tar.gz' does not exist"):
