@@ -35,7 +35,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 from absl import app
@@ -47,7 +46,6 @@ PUBLISHED = os.path.join(runs_lib.ROOT, "recipes", "reproduce", "published.json"
 DEFAULT_ROWS = ("cao2019_cifar10_lt_r100_ce", "cao2019_cifar10_lt_r100_ldam_drw")
 SEGMENTS = "segments.json"
 LOG = "train.log"
-LOAD_EVERY_SECONDS = 30
 _EPOCH_LINE = re.compile(r"^Epoch (\d+)/(\d+) done")
 
 runs_lib.define_flags("runs/reproduce", "row")
@@ -112,39 +110,6 @@ def stale_revisions(model_dir):
   return sorted({s["revision"] for s in read_segments(model_dir) if s.get("revision")})
 
 
-class LoadSampler:
-  """The 1-minute load average every `every` seconds while entered."""
-
-  def __init__(self, every=LOAD_EVERY_SECONDS):
-    self.every, self.samples = every, []
-    self._stop = threading.Event()
-    self._thread = threading.Thread(target=self._sample, daemon=True)
-
-  def _sample(self):
-    while True:
-      self.samples.append(round(os.getloadavg()[0], 2))
-      if self._stop.wait(self.every):
-        return
-
-  def __enter__(self):
-    self._thread.start()
-    return self
-
-  def __exit__(self, *exc):
-    self._stop.set()
-    self._thread.join()
-
-  def summary(self):
-    s = self.samples
-    return {
-        "samples": len(s),
-        "every_seconds": self.every,
-        "mean": round(sum(s) / len(s), 2) if s else None,
-        "max": max(s) if s else None,
-        "min": min(s) if s else None
-    }
-
-
 def run_segment(run, digest, python=sys.executable, echo=print):
   """Trains `run` in one process until it finishes or stops; returns its exit status.
   The segment is in segments.json from its start; its log lines in train.log."""
@@ -169,7 +134,7 @@ def run_segment(run, digest, python=sys.executable, echo=print):
   env = dict(os.environ, PYTHONPATH=runs_lib.ROOT, PYTHONUNBUFFERED="1")
   env.pop("BUILD_WORKING_DIRECTORY", None)
   command = run.command(python)
-  with open(os.path.join(run.model_dir, LOG), "a") as log, LoadSampler() as load:
+  with open(os.path.join(run.model_dir, LOG), "a") as log, runs_lib.LoadSampler() as load:
     log.write(f"\n== segment {len(segments)} at {seg['began']} on {seg['cpu']}: "
               f"{shlex.join(command)}\n")
     log.flush()

@@ -21,6 +21,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 from absl import flags
@@ -199,6 +200,40 @@ def train_timed(run, digest=None, rerun_stale=False, python=sys.executable):
       json.dump(None if finished else round(time.time() - began, 1), f)
   with open(timing) as f:
     return metrics, json.load(f)
+
+
+class LoadSampler:
+  """The 1-minute load average every `every` seconds while entered (what a record says
+  of the load during a run)."""
+
+  def __init__(self, every=30):
+    self.every, self.samples = every, []
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._sample, daemon=True)
+
+  def _sample(self):
+    while True:
+      self.samples.append(round(os.getloadavg()[0], 2))
+      if self._stop.wait(self.every):
+        return
+
+  def __enter__(self):
+    self._thread.start()
+    return self
+
+  def __exit__(self, *exc):
+    self._stop.set()
+    self._thread.join()
+
+  def summary(self):
+    s = self.samples
+    return {
+        "samples": len(s),
+        "every_seconds": self.every,
+        "mean": round(sum(s) / len(s), 2) if s else None,
+        "max": max(s) if s else None,
+        "min": min(s) if s else None
+    }
 
 
 def machine():

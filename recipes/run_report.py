@@ -79,10 +79,10 @@ def plot_per_class_accuracy(path, metrics, title=""):
   plt.close(fig)
 
 
-def result_lines(metrics, baseline=None):
+def result_lines(metrics, baselines=()):
   """What a finished run prints: balanced accuracy on the test split with the shot
-  groups, and README's baseline on the same split when there is one
-  (baselines.readme_baseline)."""
+  groups, and README's baselines on the same split where it has them
+  (baselines.readme_baselines: [(arm, mean, seeds, this seed's value)])."""
   if metrics.get("balanced_accuracy") is None:
     return []
   groups = ", ".join(
@@ -92,10 +92,9 @@ def result_lines(metrics, baseline=None):
   lines = [f"Balanced accuracy {metrics['balanced_accuracy']:.3f} on the test split "
            f"({metrics.get('num_test_examples')} images; top-1 {metrics['top1']:.3f})"
            + (f"; {groups}" if groups else "")]
-  if baseline is not None:
-    mean, seeds, this_seed = baseline
+  for arm, mean, seeds, this_seed in baselines:
     same = (f"; seed {metrics.get('seed')}: {this_seed:.3f}" if this_seed is not None
             else "")
-    lines.append(f"cross-entropy on this split: {mean:.3f} (README: mean of seeds "
+    lines.append(f"{arm} on this split: {mean:.3f} (README: mean of seeds "
                  f"{', '.join(seeds)}{same})")
   return lines

@@ -255,7 +255,7 @@ def main(argv):
     print(f"\n{summary}\nThis worker is done; the chief writes the report in {model_dir}")
     return
   written = sorted(n for n in os.listdir(model_dir) if not n.startswith("."))
-  result = run_report.result_lines(metrics, baselines.readme_baseline(metrics))
+  result = run_report.result_lines(metrics, baselines.readme_baselines(metrics))
   print("\n".join(["", summary, *result, f"Report in {model_dir}: {', '.join(written)}"]))
 
 
