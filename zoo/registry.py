@@ -186,6 +186,7 @@ def _card(size, crop, mean, std, block_pattern, test_size=None, method="bilinear
 
 _CAFFE = dict(mean=tuple(m / 255 for m in CAFFE_MEAN_RGB), std=(1 / 255,) * 3)
 _INCEPTION = dict(mean=(0.5,) * 3, std=(0.5,) * 3)  # x / 127.5 - 1
+_GOOGLE_LITE = dict(mean=(127 / 255,) * 3, std=(128 / 255,) * 3)  # (x - 127) / 128
 _IMAGENET = dict(mean=card_lib.IMAGENET_MEAN, std=card_lib.IMAGENET_STD)
 _CIFAR = dict(mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616))
 # Menon et al.'s logit_adjustment/utils.py: x / 255 - 0.5.
@@ -250,15 +251,17 @@ MODELS = {
         _card(299, _IMAGENET_CROP, block_pattern=None, **_INCEPTION),
         source="Szegedy et al. 2016 (arXiv:1512.00567); tf_keras.applications.InceptionV3",
         keras_application="InceptionV3"),
-    # Google's EfficientNet-Lite checkpoints: (x / 255 - 0.5) / 0.5 (mean and std 127.5
-    # on 0-255 pixels), as timm's tf_efficientnet_lite configurations; Google's
-    # efficientnet_lite_builder.py trains on (x - 127) / 128, 0.004 and 0.4% away.
-    # Tested bicubically on the centred 87.5% (Google's and timm's evaluation takes
-    # S / (S + 32): 0.882 and 0.890 at 240 and 260).
+    # Google's EfficientNet-Lite checkpoints, as efficientnet_lite_builder.py trained
+    # and tested them: (x - 127) / 128 on 0-255 pixels (its MEAN_RGB and STDDEV_RGB),
+    # the centred S / (S + 32) of the shorter side resized bicubically to S
+    # (preprocessing.py's CROP_PADDING: 0.875, 0.882, 0.890 at 224, 240, 260). timm's
+    # tf_efficientnet_lite configurations differ: (x / 255 - 0.5) / 0.5 (0.004 and 0.4%
+    # away) and a fixed 0.875 crop.
     **{f"efficientnet_{v}": Entry(
         _efficientnet_lite(v),
-        _card(spec.resolution, _IMAGENET_CROP, block_pattern=EFFICIENTNET_LITE_BLOCKS,
-              method="bicubic", **_INCEPTION),
+        _card(spec.resolution, spec.resolution / (spec.resolution + 32),
+              block_pattern=EFFICIENTNET_LITE_BLOCKS, method="bicubic", crop_padding=32,
+              **_GOOGLE_LITE),
         source=("Tan & Le 2019 (arXiv:1905.11946), Google's EfficientNet-Lite "
                 "(tensorflow/tpu efficientnet/lite); zoo/efficientnet_lite.py"))
        for v, spec in efficientnet_lite.VARIANTS.items()},
