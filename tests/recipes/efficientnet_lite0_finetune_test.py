@@ -1,6 +1,6 @@
 """//recipes:efficientnet_lite0_finetune on the real CIFAR-10 with Google's real ImageNet
-weights, CPU-sized: fine-tuned on 5 images a class for 3 epochs at 64 px, it must beat
-the same recipe from scratch by 0.1 balanced accuracy on the whole test split, and the
+weights, CPU-sized: fine-tuned on 10 images a class for 6 epochs at 64 px (30 steps), it
+must beat the same recipe from scratch by 0.1 balanced accuracy on the whole test split, and the
 recipe's defaults must be the CPU-sized split README's figures are for."""
 
 import gin
@@ -14,8 +14,14 @@ from recipes.data import cifar10_npm
 from tests import real_parts
 
 RECIPE = "recipes/efficientnet_lite0_finetune.gin"
-SMALL = ["SHOTS = 5", "VALIDATION_PER_CLASS = 2", "IMAGE_SIZE = 64", "CROP_PADDING = 8",
-         "EPOCHS = 3", "BATCH_SIZE = 25", "Runtime.export_saved_model = False"]
+# BatchNorm's moving statistics at momentum 0.9: the recipe's 0.99 moves them 26% of the
+# way to 64 px CIFAR's in these 30 steps (95% in its own 310), and the ImageNet weights
+# then test at 0.118 (measured) against scratch's 0.100. The new head at zero (BiT's):
+# the default head's first large logits (a loss of 4.6 at 10 classes) pull the
+# pretrained features off in a 30-step run, 0.151 (measured), 0.366 from zero.
+SMALL = ["zoo.build.bn_momentum = 0.9", "ZERO_INIT_HEAD = True", "SHOTS = 10",
+         "VALIDATION_PER_CLASS = 2", "IMAGE_SIZE = 64", "CROP_PADDING = 8", "EPOCHS = 6",
+         "BATCH_SIZE = 20", "Runtime.export_saved_model = False"]
 
 
 class EfficientNetLite0FinetuneTest(tf.test.TestCase):
@@ -50,10 +56,10 @@ class EfficientNetLite0FinetuneTest(tf.test.TestCase):
     tmp = self.get_temp_dir()
     tuned = self.run_recipe(f"{tmp}/tuned", [])
     scratch = self.run_recipe(f"{tmp}/scratch", ["WEIGHTS = None"])
-    print(f"efficientnet_lite0_finetune, 5 a class, 3 epochs at 64 px: ImageNet weights "
+    print(f"efficientnet_lite0_finetune, 10 a class, 6 epochs at 64 px: ImageNet weights "
           f"{tuned['balanced_accuracy']:.3f}, scratch {scratch['balanced_accuracy']:.3f}")
     for metrics in (tuned, scratch):
-      self.assertEqual(metrics["num_train_examples"], 50)
+      self.assertEqual(metrics["num_train_examples"], 100)
       self.assertEqual(metrics["num_test_examples"], 10000)
     self.assertGreater(tuned["balanced_accuracy"], scratch["balanced_accuracy"] + 0.1)
 
