@@ -30,13 +30,12 @@ from absl import app
 from absl import flags
 
 from benchmarks import runs as runs_lib
-from benchmarks import stats
+from benchmarks import tables
 
-FINE_TUNE, SCRATCH, PROBE = "fine-tune", "scratch", "linear probe"
+FINE_TUNE, SCRATCH, PROBE = tables.FINETUNE_ARM, "scratch", "linear probe"
 ARMS = {FINE_TUNE: (), SCRATCH: ("WEIGHTS = None",), PROBE: ("FREEZE_BACKBONE = True",)}
 RECIPES = ("efficientnet_lite0_finetune",)
 COMMON = ("Runtime.export_saved_model = False",)
-CONFIDENCE = 1 - (1 - stats.CONFIDENCE) / 2  # Bonferroni over the two comparisons
 RECORD_DIR = os.path.join(runs_lib.ROOT, "docs", "data", "finetune")
 
 FLAGS = flags.FLAGS
@@ -63,32 +62,6 @@ def record(metrics, wall, load):
           "validation_balanced_accuracy": (metrics.get("final_validation") or {}).get(
               "balanced_accuracy"),
           "wall_seconds": wall, "load_average": load}
-
-
-def verdicts(results):
-  """{arm: stats.Comparison of fine-tune against it} over the seeds."""
-  of = lambda arm: {s: r["balanced_accuracy"] for s, r in results["runs"][arm].items()}
-  return {arm: stats.compare_seeds(of(FINE_TUNE), of(arm), confidence=CONFIDENCE)
-          for arm in (SCRATCH, PROBE)}
-
-
-def table(results):
-  """The sitting's table, from its JSON alone."""
-  lines = [f"{results['recipe']}: balanced test accuracy over seeds "
-           f"{', '.join(results['seeds'])} (mean +- sd)", "",
-           "| arm | balanced accuracy | per seed |", "|---|---|---|"]
-  for arm, runs in results["runs"].items():
-    values = [runs[s]["balanced_accuracy"] for s in results["seeds"]]
-    mean = sum(values) / len(values)
-    sd = (sum((v - mean) ** 2 for v in values) / max(1, len(values) - 1)) ** 0.5
-    lines.append(f"| {arm} | {mean:.3f} +- {sd:.3f} | "
-                 f"{', '.join(f'{v:.3f}' for v in values)} |")
-  lines.append("")
-  for arm, c in verdicts(results).items():
-    lines.append(f"fine-tune - {arm}: {c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] "
-                 f"({c.confidence:.1%} paired t, Bonferroni over 2), p = "
-                 f"{stats.format_p(c.p)}: {c.verdict}")
-  return "\n".join(lines)
 
 
 def new_record_path(record_dir, recipe, revision, date):
@@ -143,7 +116,7 @@ def main(argv):
       results["runs"][arm][seed] = record(metrics, wall, load.summary())
       print(f"{arm}, seed {seed}: balanced accuracy {metrics['balanced_accuracy']:.3f}",
             flush=True)
-  print(table(results))
+  print(tables.finetune(results))
   print(f"Record: {write_record(results, FLAGS.record_dir)}")
 
 

@@ -181,6 +181,28 @@ def compare_seeds(a, b, confidence=CONFIDENCE):
   return compare(list(a.values()), list(b.values()), paired=False, confidence=confidence)
 
 
+def holm(p_values):
+  """Holm's step-down adjusted p-values (Holm 1979, "A simple sequentially rejective
+  multiple test procedure"), in the order given: with the m p-values sorted, the j-th
+  smallest (j from 1) is adjusted to max over i <= j of min(1, (m - i + 1) p_(i)).
+  Rejecting where the adjusted p is below alpha holds the family-wise error rate at
+  alpha over the m comparisons, whatever their dependence. A NaN (no estimate) stays
+  NaN and is left out of the family."""
+  p = np.asarray(p_values, float)
+  if p.ndim != 1:
+    raise ValueError("holm takes a flat sequence of p-values, one a comparison")
+  known = np.flatnonzero(np.isfinite(p))
+  if np.any((p[known] < 0) | (p[known] > 1)):
+    raise ValueError(f"p-values lie in [0, 1], got {p[known].tolist()}")
+  adjusted = np.full(p.shape, np.nan)
+  order = known[np.argsort(p[known], kind="stable")]
+  m, running = len(order), 0.0
+  for rank, index in enumerate(order):
+    running = max(running, min(1.0, (m - rank) * p[index]))
+    adjusted[index] = running
+  return adjusted.tolist()
+
+
 @functools.lru_cache(maxsize=None)
 def order_statistic_rank(n, confidence=CONFIDENCE):
   """The largest j (1-based) with P(r_(j) <= median <= r_(n+1-j)) >= confidence for n

@@ -512,6 +512,38 @@ def input_ours(results):
   return "\n".join(lines)
 
 
+# --- A fine-tuning recipe against scratch and its probe (//benchmarks:finetune) -----
+
+FINETUNE_ARM = "fine-tune"
+FINETUNE_CONFIDENCE = 1 - (1 - stats.CONFIDENCE) / 2  # Bonferroni over two comparisons
+
+
+def finetune_verdicts(results):
+  """{arm: stats.Comparison of the fine-tune arm against it} over the seeds (paired),
+  each at the Bonferroni level for the table's comparisons."""
+  of = lambda arm: seed_values(results, arm)
+  return {arm: stats.compare_seeds(of(FINETUNE_ARM), of(arm),
+                                   confidence=FINETUNE_CONFIDENCE)
+          for arm in results["runs"] if arm != FINETUNE_ARM}
+
+
+def finetune(results):
+  """Each arm's balanced test accuracy (mean ± sd, each seed) and fine-tune minus it."""
+  verdicts = finetune_verdicts(results)
+  lines = [f"| arm | seeds | balanced accuracy | per seed | fine-tune − arm "
+           f"({FINETUNE_CONFIDENCE:.1%} paired t, Bonferroni over {len(verdicts)}) |",
+           "|---|---|---|---|---|"]
+  for arm in results["runs"]:
+    values = seed_values(results, arm)
+    c = verdicts.get(arm)
+    lines.append(
+        f"| {arm} | {len(values)} | {mean_std(values.values())} | "
+        + ", ".join(f"{values[s]:.3f}" for s in sorted(values, key=int)) + " | "
+        + (f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}], p = "
+           f"{stats.format_p(c.p)}: {c.verdict}" if c else "—") + " |")
+  return "\n".join(lines)
+
+
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "transfer": transfer, "transfer_schedules": transfer_schedules,
              "transfer_rates": transfer_rates, "transfer_by_draw": transfer_by_draw,
@@ -519,4 +551,4 @@ RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours,
              "zoo_timm": zoo_timm, "zoo_families": zoo_families,
              "zoo_inference": zoo_inference, "tricks": tricks,
-             "dct_accuracy": dct_accuracy}
+             "dct_accuracy": dct_accuracy, "finetune": finetune}

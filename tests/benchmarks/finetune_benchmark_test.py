@@ -12,6 +12,7 @@ from scipy import stats as scipy_stats
 import tensorflow as tf
 
 from benchmarks import finetune_benchmark as bench
+from benchmarks import tables
 
 FT = {"0": 0.60, "1": 0.70, "2": 0.65}
 SCRATCH = {"0": 0.30, "1": 0.35, "2": 0.32}
@@ -43,7 +44,8 @@ class FinetuneBenchmarkTest(tf.test.TestCase):
       self.assertTrue(os.path.isfile(os.path.join(bench.runs_lib.ROOT, run.gin_files[0])))
 
   def test_verdicts_are_the_paired_t_at_the_corrected_level(self):
-    found = bench.verdicts(results())
+    found = tables.finetune_verdicts(results())
+    self.assertCountEqual(found, [bench.SCRATCH, bench.PROBE])
     for arm, other in ((bench.SCRATCH, SCRATCH), (bench.PROBE, PROBE)):
       d = np.array([FT[s] - other[s] for s in "012"])
       se = d.std(ddof=1) / math.sqrt(3)
@@ -55,9 +57,13 @@ class FinetuneBenchmarkTest(tf.test.TestCase):
       self.assertTrue(c.paired)
     self.assertEqual(found[bench.SCRATCH].verdict, "ahead")
     self.assertEqual(found[bench.PROBE].verdict, "within noise")
-    text = bench.table(results())
-    self.assertIn("| scratch | 0.323 +- 0.025 | 0.300, 0.350, 0.320 |", text)
-    self.assertIn("97.5% paired t, Bonferroni over 2", text)
+    text = tables.finetune(results()).splitlines()
+    self.assertLen(text, 5)  # a marked table: no blank line
+    self.assertIn("(97.5% paired t, Bonferroni over 2) |", text[0])
+    self.assertEqual(text[2], "| fine-tune | 3 | 0.650 ± 0.050 | 0.600, 0.700, 0.650 | — |")
+    self.assertRegex(text[3], r"^\| scratch \| 3 \| 0.323 ± 0.025 \| 0.300, 0.350, 0.320 "
+                     r"\| \+0.327 \[\+0.\d{3}, \+0.\d{3}\], p = 0.00\d+: ahead \|$")
+    self.assertIs(tables.RENDERERS["finetune"], tables.finetune)
 
   def test_a_record_is_never_overwritten(self):
     folder = self.create_tempdir().full_path

@@ -214,5 +214,32 @@ class MedianIntervalTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(str(r), "1.30x [1.10, 1.60]")
 
 
+class HolmTest(tf.test.TestCase):
+
+  def test_the_textbook_example(self):
+    # Holm-Bonferroni's usual worked example (four hypotheses, alpha 0.05): p = 0.01,
+    # 0.04, 0.03, 0.005 step down to 0.03, 0.06, 0.06, 0.02: H1 and H4 rejected.
+    adjusted = stats.holm([0.01, 0.04, 0.03, 0.005])
+    self.assertAllClose(adjusted, [0.03, 0.06, 0.06, 0.02])
+    self.assertEqual([a < 0.05 for a in adjusted], [True, False, False, True])
+
+  def test_five_methods_against_one_baseline(self):
+    # The flagship's five verdicts against cross-entropy: the smallest p, 0.0101, needs
+    # 0.0100 under Holm over five, so none rejects (issue 58).
+    adjusted = stats.holm([0.038, 0.0101, 0.023, 0.2, 0.06])
+    self.assertAllClose(min(adjusted), 0.0505)
+    self.assertTrue(all(a >= 0.05 for a in adjusted))
+
+  def test_monotone_capped_and_nan_left_out(self):
+    self.assertAllClose(stats.holm([0.4, 0.3]), [0.6, 0.6])  # 0.4 x 1 < 0.3 x 2: not down
+    self.assertEqual(stats.holm([0.6, 0.7, 0.8]), [1.0, 1.0, 1.0])
+    got = stats.holm([0.02, float("nan"), 0.04])
+    self.assertAllClose([got[0], got[2]], [0.04, 0.04])
+    self.assertTrue(math.isnan(got[1]))
+    self.assertEqual(stats.holm([]), [])
+    with self.assertRaisesRegex(ValueError, r"lie in \[0, 1\]"):
+      stats.holm([1.5])
+
+
 if __name__ == "__main__":
   tf.test.main()
