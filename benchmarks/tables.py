@@ -512,6 +512,74 @@ def input_ours(results):
   return "\n".join(lines)
 
 
+# --- Transfer from ImageNet (//benchmarks:transfer) ----------------------------------
+
+def _lite_cells(results, target):
+  """{(k, arm): {draw: balanced accuracy}} of a target's runs."""
+  cells = {}
+  for run in results["runs"]:
+    if run["target"] == target:
+      cells.setdefault((run["k"], run["arm"]), {})[run["draw"]] = run["balanced_accuracy"]
+  return cells
+
+
+def transfer_lite_comparisons(results, target):
+  """[(k, arm, against, Comparison, Holm-adjusted p)]: per k, fine-tune against scratch
+  and each probe, and every arm against the pixel mean, paired by draw; Holm over all
+  of them (the target's family)."""
+  cells = _lite_cells(results, target)
+  found = []
+  for k in results["shots"]:
+    arms = [arm for (kk, arm) in cells if kk == k]
+    pairs = [("fine-tune", a) for a in arms if a == "scratch" or a.startswith("probe")]
+    pairs += [(a, "pixel mean") for a in arms if a != "pixel mean"]
+    for arm, against in pairs:
+      if arm in arms and against in arms:
+        a, b = cells[(k, arm)], cells[(k, against)]
+        draws = sorted(set(a) & set(b))
+        found.append((k, arm, against, stats.compare([a[d] for d in draws],
+                                                     [b[d] for d in draws], paired=True)))
+  adjusted = stats.holm([c.p for *_, c in found])
+  return [(*row, p) for row, p in zip(found, adjusted)]
+
+
+def transfer_lite_caption(results):
+  return (f"{results['model']} (ImageNet weights) on each target: balanced test accuracy, "
+          f"mean ± sd over draws (one run a draw); scratch and fine-tune at "
+          f"{results['train_size']} px. Verdicts: paired t over draws, Holm-adjusted over "
+          "every comparison of the target's table (the family), the interval unadjusted "
+          "(95%).")
+
+
+def transfer_lite(results, target):
+  """A target's table: k a row, an arm a column (`target`: a name, or the marks'
+  methods=[name])."""
+  target = target[0] if isinstance(target, list) else target
+  cells = _lite_cells(results, target)
+  arms = list(dict.fromkeys(arm for (_, arm) in cells))
+  lines = [f"| {target}: k | " + " | ".join(arms) + " |",
+           "|---|" + "---|" * len(arms)]
+  for k in results["shots"]:
+    row = [mean_std(cells[(k, a)].values()) if (k, a) in cells else "-" for a in arms]
+    lines.append(f"| {k} | " + " | ".join(row) + " |")
+  return "\n".join(lines)
+
+
+def transfer_lite_verdicts(results, target):
+  """A target's comparisons with their Holm-adjusted p and verdicts."""
+  target = target[0] if isinstance(target, list) else target
+  lines = [f"| {target}: k | comparison | difference [95%, unadjusted] | p | Holm p | "
+           "verdict |", "|---|---|---|---|---|---|"]
+  for k, arm, against, c, p in transfer_lite_comparisons(results, target):
+    verdict = (c.verdict if c.n < 2 else
+               (stats.AHEAD if c.difference > 0 else stats.BEHIND) if p < 0.05
+               else stats.WITHIN_NOISE)
+    interval = (f"[{c.low:+.3f}, {c.high:+.3f}]" if np.isfinite(c.low) else "n/a")
+    lines.append(f"| {k} | {arm} − {against} | {c.difference:+.3f} {interval} | "
+                 f"{stats.format_p(c.p)} | {stats.format_p(p)} | {verdict} |")
+  return "\n".join(lines)
+
+
 # --- A fine-tuning recipe against scratch and its probe (//benchmarks:finetune) -----
 
 FINETUNE_ARM = "fine-tune"
@@ -551,4 +619,6 @@ RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours,
              "zoo_timm": zoo_timm, "zoo_families": zoo_families,
              "zoo_inference": zoo_inference, "tricks": tricks,
-             "dct_accuracy": dct_accuracy, "finetune": finetune}
+             "dct_accuracy": dct_accuracy, "finetune": finetune,
+             "transfer_lite": transfer_lite,
+             "transfer_lite_verdicts": transfer_lite_verdicts}
