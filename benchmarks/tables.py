@@ -423,8 +423,9 @@ def finetune(results):
     lines.append(
         f"| {arm} | {len(values)} | {mean_std(values.values())} | "
         + ", ".join(f"{values[s]:.3f}" for s in sorted(values, key=int)) + " | "
-        + (f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}], p = "
-           f"{stats.format_p(c.p)}: {c.verdict}" if c else "—") + " |")
+        + (f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}], p "
+           + ("" if stats.format_p(c.p).startswith("<") else "= ")
+           + f"{stats.format_p(c.p)}: {c.verdict}" if c else "—") + " |")
   return "\n".join(lines)
 
 

@@ -16,6 +16,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # recipe name -> (the benchmark JSON README's figures come from, the arms shown).
 README_TABLES = {
     "nfnet_long_tail": ("docs/data/nfnet_long_tail.json", ("cross-entropy",)),
+    "efficientnet_lite0_finetune": (
+        "docs/data/finetune/efficientnet_lite0_finetune_3b99fbac9dc3_2026-12-02.json",
+        ("scratch", "linear probe")),
 }
 SAME = ("train_class_counts", "num_test_examples", "epochs", "steps")
 

