@@ -133,11 +133,14 @@ def draw_split(target, k, draw, fashion_dir, extra=()):
   # pylint: disable=import-outside-toplevel
   import gin
   from recipes import build
+  from recipes import configurables  # pylint: disable=unused-import  (what the Gin names)
   from recipes import experiment
-  from recipes import train
   files, data = target_bindings(target, k, draw, fashion_dir)
   gin.clear_config()
-  train.parse_config([RECIPE, *files], [*COMMON, f"SEED = {draw}", *data, *extra])
+  gin.add_config_file_search_path(runs_lib.ROOT)
+  gin.parse_config_files_and_bindings(
+      [os.path.join(runs_lib.ROOT, f) for f in (RECIPE, *files)],
+      [*COMMON, f"SEED = {draw}", *data, *extra], skip_unknown=False)
   loaded = build.load_data(experiment.Task(), draw)
   gin.clear_config()
 
@@ -147,11 +150,6 @@ def draw_split(target, k, draw, fashion_dir, extra=()):
 
   return (arrays("train", loaded.train), arrays("train", loaded.validation),
           arrays("test", None)), loaded
-
-
-def split_images(source, split):
-  """Every image of a source's split, in its order (uint8 N x H x W x C)."""
-  return np.stack([x for x, _ in source.make_dataset(split, None).as_numpy_iterator()])
 
 
 def pixel_mean(train, test):
@@ -185,32 +183,58 @@ def preprocess(images, size, grey):
 
 
 class Features:
-  """The frozen ImageNet model's features of a target's images at a size, computed
-  once (cached under `root` as .npy by split) and looked up by index."""
+  """The frozen ImageNet model's features of a target's images at a size: computed
+  once an image, when first asked for, in chunks (never a whole split's pixels at
+  once), and kept under `root` (features/<target>_<split>_<size>.npy with a mask of
+  those computed), so later cells and sittings look them up."""
+
+  CHUNK = 250
 
   def __init__(self, root):
-    self.root, self._memory = root, {}
+    self.root, self._arrays, self._models = root, {}, {}
 
-  def of(self, target, split, size, images_of):
+  def _model(self, size, grey):
+    # pylint: disable=import-outside-toplevel
+    from zoo import registry
+    if (size, grey) not in self._models:
+      self._models[(size, grey)] = registry.build(
+          MODEL, weights="imagenet", input_shape=(size, size, 1 if grey else 3),
+          input_channels=1 if grey else 3)
+    return self._models[(size, grey)]
+
+  def _paths(self, target, split, size):
+    stem = os.path.join(self.root, "features", f"{target}_{split}_{size}")
+    return stem + ".npy", stem + "_done.npy"
+
+  def take(self, target, split, size, source, indices):
+    """Features (float32 len(indices) x D) of `source`'s `split` images at `indices`."""
     key = (target, split, size)
-    if key not in self._memory:
-      path = os.path.join(self.root, "features", f"{target}_{split}_{size}.npy")
-      if os.path.exists(path):
-        self._memory[key] = np.load(path)
+    if key not in self._arrays:
+      values_path, done_path = self._paths(target, split, size)
+      if os.path.exists(values_path) and os.path.exists(done_path):
+        self._arrays[key] = [np.load(values_path), np.load(done_path)]
       else:
-        # pylint: disable=import-outside-toplevel
-        from zoo import registry
-        images = images_of()
-        grey = images.shape[-1] == 1
-        model = registry.build(MODEL, weights="imagenet", input_shape=(size, size, 1 if grey
-                                                                         else 3),
-                               input_channels=1 if grey else 3)
-        value = linear_probe.features(model, preprocess(images, size, grey))
+        self._arrays[key] = [None, None]
+    values, done = self._arrays[key]
+    indices = np.asarray(indices, np.int64)
+    missing = np.unique(indices if done is None else indices[~done[indices]])
+    for start in range(0, len(missing), self.CHUNK):
+      chunk = missing[start:start + self.CHUNK]
+      images = np.stack([x for x, _ in source.make_dataset(split, chunk).as_numpy_iterator()])
+      grey = images.shape[-1] == 1
+      found = linear_probe.features(self._model(size, grey), preprocess(images, size, grey))
+      if values is None:
+        n = len(source.train_labels if split == "train" else source.test_labels)
+        values = np.zeros((n, found.shape[1]), np.float32)
+        done = np.zeros(n, bool)
+      values[chunk], done[chunk] = found, True
+    if len(missing):
+      self._arrays[key] = [values, done]
+      for path, array in zip(self._paths(target, split, size), (values, done)):
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        np.save(path + ".tmp.npy", value)
+        np.save(path + ".tmp.npy", array)
         os.replace(path + ".tmp.npy", path)
-        self._memory[key] = value
-    return self._memory[key]
+    return values[indices].astype(np.float64)
 
 
 def modal_c(choices):
@@ -267,6 +291,47 @@ def grid():
               draws=whole_numbers("draws", FLAGS.draws, 0))
 
 
+def plot(results, path):
+  """Test accuracy against k (log scale; the whole set at the right), an arm a line
+  (mean over draws, bars: the draws' range), a panel a target."""
+  # pylint: disable=import-outside-toplevel
+  import matplotlib
+  matplotlib.use("Agg")
+  from matplotlib import pyplot
+  targets = results["targets"]
+  figure, axes = pyplot.subplots(1, len(targets), figsize=(5.4 * len(targets), 4.2),
+                                 squeeze=False)
+  shots = [k for k in results["shots"] if k != ALL]
+  place = {k: k for k in shots}
+  if ALL in results["shots"]:
+    place[ALL] = (max(shots) if shots else 1) * 10
+  for axis, target in zip(axes[0], targets):
+    arms = list(dict.fromkeys(r["arm"] for r in results["runs"] if r["target"] == target))
+    for arm in arms:
+      points = []
+      for k in results["shots"]:
+        values = [r["balanced_accuracy"] for r in results["runs"]
+                  if (r["target"], r["arm"], r["k"]) == (target, arm, k)]
+        if values:
+          points.append((place[k], np.mean(values), min(values), max(values)))
+      if points:
+        x, mean, low, high = (np.array(v) for v in zip(*points))
+        axis.errorbar(x, mean, yerr=[mean - low, high - mean], marker="o", capsize=3,
+                      label=arm, linestyle="--" if arm == PIXEL else "-")
+    axis.set_xscale("log")
+    axis.set_xticks(list(place.values()), [str(k) for k in place])
+    axis.set_xlabel("training images a class (k)")
+    axis.set_ylabel("balanced test accuracy")
+    axis.set_title(target, fontsize=10, loc="left")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+  figure.suptitle(f"{results['model']}, ImageNet weights: mean over draws, bars: the "
+                  "draws' range", fontsize=9)
+  figure.tight_layout()
+  figure.savefig(path, dpi=110, bbox_inches="tight")
+  pyplot.close(figure)
+
+
 def new_record_path(record_dir, revision, date):
   stem = f"transfer_{re.sub(r'[^0-9a-z+]', '', (revision or 'norev')[:12])}_{date}"
   path, n = os.path.join(record_dir, stem + ".json"), 1
@@ -321,7 +386,9 @@ def main(argv):
   for target in chosen["targets"]:
     print("\n" + tables.transfer_lite(results, target) + "\n\n"
           + tables.transfer_lite_verdicts(results, target))
-  print(f"Record: {write_record(results, FLAGS.record_dir)}")
+  record = write_record(results, FLAGS.record_dir)
+  plot(results, os.path.join(root, "transfer.png"))
+  print(f"Record: {record}; plot: {os.path.join(root, 'transfer.png')}")
 
 
 def train_record(target, k, arm, draw, run, digest):
@@ -357,11 +424,11 @@ def cell_runs(target, k, draw, chosen, root, features, chosen_c, extra):
   for size in chosen["probe_sizes"]:
     began = time.time()
     with runs_lib.LoadSampler() as load:
-      every = lambda split: features.of(target, split, size,
-                                        lambda: split_images(loaded.source, split))
-      train_x = every("train")[loaded.train]
-      validation_x = every("train")[loaded.validation]
-      test_x = every("test")
+      take = lambda split, indices: features.take(target, split, size, loaded.source,
+                                                  indices)
+      train_x = take("train", loaded.train)
+      validation_x = take("train", loaded.validation)
+      test_x = take("test", np.arange(len(test[1])))
       if k == ALL or k >= 100:
         probe = linear_probe.fit(train_x, train[1], validation_x, validation[1])
         chosen_c[size].append(probe.c)
