@@ -30,7 +30,8 @@ Arms:
 Nothing is chosen on the test split. The runs' settings are the recipe's; the probe's C
 is chosen on the draw's validation split at k >= 100, and at k <= 10 (a validation
 split larger than the training set is not few-shot) is the C the k = 100 draws chose
-most often, the smaller on a tie, fixed before those cells run.
+most often, the smaller on a tie, fixed before those cells run (with no k = 100 cell,
+as in --quick: scikit-learn's default, C = 1).
 
 Verdicts (benchmarks/stats.py): per target, fine-tune against scratch and against each
 probe, and every arm against the pixel mean, paired by draw; Holm's correction over
@@ -69,6 +70,7 @@ SHORT = {"pixel": PIXEL, "scratch": SCRATCH, "finetune": FINE_TUNE,
          "ema": "weight EMA", "bit": "BiT-HyperRule"}
 TRAIN_SIZE = 128
 PROBE_SIZES = (224, 32)
+DEFAULT_C = 1.0  # a few-shot probe's C with no k = 100 choice (--quick): scikit-learn's
 RECIPE_STEPS = 310  # the recipe's 10 epochs of 31 steps at k = 100
 BATCH = 32
 ALL = "all"
@@ -432,16 +434,16 @@ def cell_runs(target, k, draw, chosen, root, features, chosen_c, extra):
       if k == ALL or k >= 100:
         probe = linear_probe.fit(train_x, train[1], validation_x, validation[1])
         chosen_c[size].append(probe.c)
-      else:
-        if not chosen_c[size]:
-          runs_lib.fail(f"k={k}: the probe's C comes from the k = 100 draws' choice; "
-                        "add 100 to --shots")
+      else:  # fixed before the run: the k = 100 draws' choice, else scikit-learn's 1
+        fixed = modal_c(chosen_c[size]) if chosen_c[size] else DEFAULT_C
         probe = linear_probe.fit(train_x, train[1], validation_x, validation[1],
-                                 c_grid=(modal_c(chosen_c[size]),))
+                                 c_grid=(fixed,))
     records.append({"target": target, "k": k, "arm": probe_arm(size), "draw": draw,
                     "balanced_accuracy": linear_probe.balanced_accuracy(
                         test[1], probe.predict(test_x)),
-                    "c": probe.c, "validation": {f"{c:g}": v
+                    "c": probe.c, "c_from": ("validation" if k == ALL or k >= 100 else
+                                             "k = 100" if chosen_c[size] else "default"),
+                    "validation": {f"{c:g}": v
                                                  for c, v in probe.validation.items()},
                     "wall_seconds": round(time.time() - began, 1),
                     "load_average": load.summary()})
