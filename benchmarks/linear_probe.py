@@ -21,18 +21,27 @@ MAX_ITER = 1000
 TOLERANCE = 1e-6
 
 
-def features(model, images, batch_size=200):
-  """The frozen `model`'s pooled features (the input of its "logits" layer) of
-  `images` (already preprocessed, N x H x W x C float32): float64 N x D."""
+def feature_function(model, batch_size=200):
+  """images (preprocessed, N x H x W x C float32) -> float64 N x D: the frozen
+  `model`'s pooled features (the input of its "logits" layer), traced once for every
+  call (build it once a model, call it a chunk at a time)."""
   # pylint: disable=import-outside-toplevel
   import tensorflow as tf
   import tf_keras
-  head = model.get_layer("logits")
-  extractor = tf_keras.Model(model.inputs, head.input)
+  extractor = tf_keras.Model(model.inputs, model.get_layer("logits").input)
   call = tf.function(lambda x: extractor(x, training=False), reduce_retracing=True)
-  out = [call(tf.constant(images[i:i + batch_size])).numpy()
-         for i in range(0, len(images), batch_size)]
-  return np.concatenate(out).astype(np.float64)
+
+  def features_of(images):
+    out = [call(tf.constant(images[i:i + batch_size])).numpy()
+           for i in range(0, len(images), batch_size)]
+    return np.concatenate(out).astype(np.float64)
+
+  return features_of
+
+
+def features(model, images, batch_size=200):
+  """`feature_function(model)` of `images`, for one call."""
+  return feature_function(model, batch_size)(images)
 
 
 def balanced_accuracy(labels, predictions):
