@@ -195,13 +195,14 @@ class Features:
   def __init__(self, root):
     self.root, self._arrays, self._models = root, {}, {}
 
-  def _model(self, size, grey):
+  def _features_of(self, size, grey):
+    """The frozen model's feature function at `size` (built and traced once)."""
     # pylint: disable=import-outside-toplevel
     from zoo import registry
     if (size, grey) not in self._models:
-      self._models[(size, grey)] = registry.build(
+      self._models[(size, grey)] = linear_probe.feature_function(registry.build(
           MODEL, weights="imagenet", input_shape=(size, size, 1 if grey else 3),
-          input_channels=1 if grey else 3)
+          input_channels=1 if grey else 3))
     return self._models[(size, grey)]
 
   def _paths(self, target, split, size):
@@ -224,7 +225,7 @@ class Features:
       chunk = missing[start:start + self.CHUNK]
       images = np.stack([x for x, _ in source.make_dataset(split, chunk).as_numpy_iterator()])
       grey = images.shape[-1] == 1
-      found = linear_probe.features(self._model(size, grey), preprocess(images, size, grey))
+      found = self._features_of(size, grey)(preprocess(images, size, grey))
       if values is None:
         n = len(source.train_labels if split == "train" else source.test_labels)
         values = np.zeros((n, found.shape[1]), np.float32)
@@ -373,6 +374,7 @@ def main(argv):
              "date": datetime.date.today().isoformat(), "runs": []}
   features = Features(root)
   extra = tuple(FLAGS.gin_bindings)
+  began = time.time()
   for target in chosen["targets"]:
     chosen_c = {size: [] for size in chosen["probe_sizes"]}
     # k = 100 and 'all' first: their validation choices fix the few-shot probes' C.
@@ -388,6 +390,7 @@ def main(argv):
   for target in chosen["targets"]:
     print("\n" + tables.transfer_lite(results, target) + "\n\n"
           + tables.transfer_lite_verdicts(results, target))
+  results["wall_seconds"] = round(time.time() - began, 1)  # the sitting's, reruns read back
   record = write_record(results, FLAGS.record_dir)
   plot(results, os.path.join(root, "transfer.png"))
   print(f"Record: {record}; plot: {os.path.join(root, 'transfer.png')}")

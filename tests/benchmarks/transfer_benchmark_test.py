@@ -4,14 +4,18 @@ own (its load_data), the pixel mean against its formula, the few-shot C fixed fr
 k = 100 choices, Holm over a target's table, records never overwritten."""
 
 import os
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import linear_probe
 from benchmarks import tables
 from benchmarks import transfer_benchmark as bench
 from recipes.data import cifar10_npm
+from recipes.data import source as source_lib
 from tests import real_parts
+from zoo import registry
 
 
 class TransferBenchmarkTest(tf.test.TestCase):
@@ -70,6 +74,33 @@ class TransferBenchmarkTest(tf.test.TestCase):
     first, second = (bench.write_record(results, folder) for _ in range(2))
     self.assertEqual(os.path.basename(first), "transfer_abc_2026-12-02.json")
     self.assertEqual(os.path.basename(second), "transfer_abc_2026-12-02_2.json")
+
+  def test_features_are_computed_once_an_image_and_kept(self):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (5, 32, 32, 3), dtype=np.uint8)
+    labels = np.arange(5) % 2
+    source = source_lib.Source(
+        name="fake", class_names=["a", "b"], train_labels=labels, test_labels=labels,
+        make_dataset=source_lib.in_memory({"train": (images, labels),
+                                           "test": (images, labels)}))
+    root = self.create_tempdir().full_path
+    seen = []
+    real = bench.preprocess
+    def counting(batch, size, grey):
+      seen.append(len(batch))
+      return real(batch, size, grey)
+    with mock.patch.object(bench, "preprocess", counting):
+      features = bench.Features(root)
+      first = features.take("fake", "train", 32, source, [0, 2])
+      again = features.take("fake", "train", 32, source, [2, 3, 2])
+      self.assertEqual(seen, [2, 1])  # image 2 not again
+      read_back = bench.Features(root).take("fake", "train", 32, source, [3, 0])
+      self.assertEqual(seen, [2, 1])  # from the files
+    model = registry.build(bench.MODEL, weights="imagenet", input_shape=(32, 32, 3))
+    want = linear_probe.features(model, real(images[[0, 2, 3]], 32, False))
+    self.assertAllClose(first, want[:2], rtol=1e-5, atol=1e-5)
+    self.assertAllClose(again, want[[1, 2, 1]], rtol=1e-5, atol=1e-5)
+    self.assertAllClose(read_back, want[[2, 0]], rtol=1e-5, atol=1e-5)
 
   def test_the_probes_split_is_the_recipes_draw(self):
     if cifar10_npm.problem(cifar10_npm.default_directory()) is not None:
