@@ -104,190 +104,6 @@ def validation_sweep_caption(sweep):
           "best first")
 
 
-# --- Transfer learning (//benchmarks:transfer) ---------------------------------------
-
-TRANSFER_BASELINES = ("scratch", "linear probe")
-
-
-def cell_values(results, family, target, k, arm, key="balanced_accuracy"):
-  """{(draw, seed): value} of one cell of transfer.json."""
-  return {(r["draw"], r["seed"]): r[key] for r in results["runs"]
-          if (r["family"], r["target"], r["k"], r["arm"]) == (family, target, k, arm)
-          and r.get(key) is not None}
-
-
-def transfer_cells(results):
-  """The (family, target, k) cells of transfer.json in the command's order."""
-  return sorted({(r["family"], r["target"], r["k"]) for r in results["runs"]},
-                key=lambda c: (results["families"].index(c[0]),
-                               results["targets"].index(c[1]), c[2]))
-
-
-def interval(values, confidence=stats.CONFIDENCE):
-  """(mean, low, high): the mean of {run: value} and its t interval (n - 1 degrees of
-  freedom; low = high = mean for one run), or None for no runs."""
-  values = np.array(list(values.values()), float)
-  if not values.size:
-    return None
-  mean = float(np.mean(values))
-  if values.size == 1:
-    return mean, mean, mean
-  half = stats.t_critical(values.size - 1, confidence) * float(
-      np.std(values, ddof=1) / np.sqrt(values.size))
-  return mean, mean - half, mean + half
-
-
-def _interval_text(c):
-  return f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.verdict}"
-
-
-def _against(results, cell, arm, baseline):
-  if arm == baseline:
-    return "—"
-  mine, theirs = cell_values(results, *cell, arm), cell_values(results, *cell, baseline)
-  common = sorted(set(mine) & set(theirs))
-  if not common:
-    return "n/a"
-  c = stats.compare([mine[p] for p in common], [theirs[p] for p in common], paired=True)
-  if c.n < 2:
-    return f"{c.difference:+.3f} (1 pair)"
-  return _interval_text(c)
-
-
-def transfer(results, methods=None):
-  """The table of transfer.json: a row a family, target, k and arm (`methods`: arms to
-  keep); each arm's test accuracy (mean [95% interval] over draws x seeds) and its
-  paired difference from scratch and from the linear probe [95% interval] with the
-  verdict of benchmarks/stats.py."""
-  lines = ["| family | target | k | arm | runs | test accuracy [95%] | − scratch [95%] | "
-           "− linear probe [95%] |", "|---|---|---|---|---|---|---|---|"]
-  cells = transfer_cells(results)
-  for cell in cells:
-    for arm in results["arms"]:
-      if methods and arm not in methods:
-        continue
-      values = cell_values(results, *cell, arm)
-      if not values:
-        continue
-      mean, low, high = interval(values)
-      accuracy = f"{mean:.3f}" if len(values) == 1 else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
-      vs = [_against(results, cell, arm, b) if any(
-          r["arm"] == b for r in results["runs"]) else "n/a" for b in TRANSFER_BASELINES]
-      lines.append(f"| {cell[0]} | {cell[1]} | {cell[2]} | {arm} | {len(values)} | "
-                   f"{accuracy} | {' | '.join(vs)} |")
-  return "\n".join(lines)
-
-
-BY_DRAW_BASELINES = TRANSFER_BASELINES + ("full fine-tune",)
-
-
-def transfer_by_draw(results, methods=None):
-  """The paired differences of `transfer` and `transfer_schedules` (against scratch,
-  the probe and the full fine-tune) taken two ways where a cell runs several seeds a
-  draw: over the runs as independent (n - 1 df, the tables' rule) and over the
-  draws' mean differences (draws - 1 df, stats.compare_by_cluster), which holds
-  however much the draw moves the difference. Cells of one seed a draw are left out
-  (the two are the same), and a baseline against a later one (that row negated)."""
-  lines = ["| family | target | k | arm | against | runs | draws | over runs [95%] | "
-           "over draws [95%] |", "|---|---|---|---|---|---|---|---|---|"]
-  cells = transfer_cells(results)
-  for cell in cells:
-    for arm in results["arms"]:
-      for baseline in BY_DRAW_BASELINES:
-        mirror = arm in BY_DRAW_BASELINES and (
-            BY_DRAW_BASELINES.index(arm) < BY_DRAW_BASELINES.index(baseline))
-        if arm == baseline or mirror or (methods and arm not in methods):
-          continue
-        mine = cell_values(results, *cell, arm)
-        theirs = cell_values(results, *cell, baseline)
-        pairs = sorted(set(mine) & set(theirs))
-        draws = [draw for draw, _ in pairs]
-        if len(set(draws)) < 2 or len(set(draws)) == len(pairs):
-          continue
-        a, b = [mine[p] for p in pairs], [theirs[p] for p in pairs]
-        runs = stats.compare(a, b, paired=True)
-        by_draw = stats.compare_by_cluster(a, b, draws)
-        lines.append(f"| {cell[0]} | {cell[1]} | {cell[2]} | {arm} | {baseline} | "
-                     f"{len(pairs)} | {len(set(draws))} | {_interval_text(runs)} | "
-                     f"{_interval_text(by_draw)} |")
-  return "\n".join(lines)
-
-
-def transfer_schedules(results):
-  """Each fine-tuning schedule against the full fine-tune, cell by cell: the mean paired
-  difference (same draw and seed) [95% interval] and the verdict of benchmarks/stats.py,
-  with each arm's mean final training loss (how far 100 steps fit the draw)."""
-  full = "full fine-tune"
-  lines = ["| family | target | k | arm | runs | − full fine-tune [95%] | final training loss |",
-           "|---|---|---|---|---|---|---|"]
-  cells = transfer_cells(results)
-  for cell in cells:
-    for arm in results["arms"]:
-      losses = cell_values(results, *cell, arm, key="final_train_loss")
-      if arm in TRANSFER_BASELINES or not losses:
-        continue
-      loss = f"{np.mean(list(losses.values())):.3f}"
-      lines.append(f"| {cell[0]} | {cell[1]} | {cell[2]} | {arm} | {len(losses)} | "
-                   f"{_against(results, cell, arm, full)} | {loss} |")
-  return "\n".join(lines)
-
-
-def transfer_rates(results, methods=None):
-  """The rate choice of a --learning_rates sweep: for every cell's arm, the mean
-  validation accuracy at each rate (over the same draws and seeds) and the rate chosen
-  on it; test accuracies take no part."""
-  rates = results["learning_rates"]
-  label = lambda rate: rate if isinstance(rate, str) else repr(rate)  # as its folder
-  lines = ["| family | target | k | arm | runs | " + " | ".join(
-      f"validation @ {label(r)}" for r in rates) + " | chosen rate |",
-           "|---|---|---|---|---|" + "---|" * len(rates) + "---|"]
-  for c in results["rate_choices"]:
-    if methods and c["arm"] not in methods:
-      continue
-    validation = {str(r): v for r, v in c["validation"].items()}  # JSON's keys: strings
-    cells = [f"{validation[str(r)]:.3f}" if str(r) in validation else "n/a" for r in rates]
-    lines.append(f"| {c['family']} | {c['target']} | {c['k']} | {c['arm']} | {c['runs']} | "
-                 + " | ".join(cells) + f" | {label(c['chosen'])} |")
-  return "\n".join(lines)
-
-
-def _source_accuracy(results, name):
-  """A family's source test accuracy, or the range over its sources (one a run)."""
-  per_run = results.get("source_runs", {}).get(name)
-  if not per_run:
-    return f"{name}: {results['sources'][name]['balanced_accuracy']:.3f}"
-  accuracies = [r["balanced_accuracy"] for r in per_run.values()]
-  return (f"{name}: {min(accuracies):.3f} to {max(accuracies):.3f} over {len(accuracies)} "
-          "sources, one a (draw, seed) of the pretrained arms")
-
-
-RUNS_OF = {False: "draws x seeds", True: "runs, each its own draw and seed (draw = seed)"}
-
-
-def transfer_caption(results):
-  sources = "; ".join(_source_accuracy(results, name) for name in results["sources"])
-  return (f"Transfer from Fashion-MNIST classes {results['source_classes']} (source test "
-          f"accuracy {sources}) to the unseen classes {results['near_classes']} (near) "
-          f"and to 8x8 digits at 32 px (far); {results['steps']} steps a run: test "
-          f"accuracy, mean over {RUNS_OF[bool(results.get('independent_runs'))]} with its "
-          "95% t interval; against scratch and "
-          "the linear probe: the mean paired difference (same draw and seed) with its 95% "
-          "interval, a paired t test with n - 1 degrees of freedom (benchmarks/stats.py)")
-
-
-def pixel_centroid(results, methods=None):
-  """The no-training reference of transfer.json: the nearest class mean in raw pixels,
-  test accuracy over random k-shot draws (mean and 95% t interval)."""
-  del methods
-  lines = ["| target | k | draws | raw-pixel nearest class mean, test accuracy [95%] |",
-           "|---|---|---|---|"]
-  for target, by_k in results.get("pixel_centroid", {}).items():
-    for k, values in by_k.items():
-      mean, low, high = interval(dict(enumerate(values)))
-      lines.append(f"| {target} | {k} | {len(values)} | {mean:.3f} [{low:.3f}, {high:.3f}] |")
-  return "\n".join(lines)
-
-
 # --- DCT-scaled decoding's accuracy (//benchmarks:dct_accuracy) -----------------
 
 def dct_accuracy(results):
@@ -512,6 +328,74 @@ def input_ours(results):
   return "\n".join(lines)
 
 
+# --- Transfer from ImageNet (//benchmarks:transfer) ----------------------------------
+
+def _lite_cells(results, target):
+  """{(k, arm): {draw: balanced accuracy}} of a target's runs."""
+  cells = {}
+  for run in results["runs"]:
+    if run["target"] == target:
+      cells.setdefault((run["k"], run["arm"]), {})[run["draw"]] = run["balanced_accuracy"]
+  return cells
+
+
+def transfer_lite_comparisons(results, target):
+  """[(k, arm, against, Comparison, Holm-adjusted p)]: per k, fine-tune against scratch
+  and each probe, and every arm against the pixel mean, paired by draw; Holm over all
+  of them (the target's family)."""
+  cells = _lite_cells(results, target)
+  found = []
+  for k in results["shots"]:
+    arms = [arm for (kk, arm) in cells if kk == k]
+    pairs = [("fine-tune", a) for a in arms if a == "scratch" or a.startswith("probe")]
+    pairs += [(a, "pixel mean") for a in arms if a != "pixel mean"]
+    for arm, against in pairs:
+      if arm in arms and against in arms:
+        a, b = cells[(k, arm)], cells[(k, against)]
+        draws = sorted(set(a) & set(b))
+        found.append((k, arm, against, stats.compare([a[d] for d in draws],
+                                                     [b[d] for d in draws], paired=True)))
+  adjusted = stats.holm([c.p for *_, c in found])
+  return [(*row, p) for row, p in zip(found, adjusted)]
+
+
+def transfer_lite_caption(results):
+  return (f"{results['model']} (ImageNet weights) on each target: balanced test accuracy, "
+          f"mean ± sd over draws (one run a draw); scratch and fine-tune at "
+          f"{results['train_size']} px. Verdicts: paired t over draws, Holm-adjusted over "
+          "every comparison of the target's table (the family), the interval unadjusted "
+          "(95%).")
+
+
+def transfer_lite(results, target):
+  """A target's table: k a row, an arm a column (`target`: a name, or the marks'
+  methods=[name])."""
+  target = target[0] if isinstance(target, list) else target
+  cells = _lite_cells(results, target)
+  arms = list(dict.fromkeys(arm for (_, arm) in cells))
+  lines = [f"| {target}: k | " + " | ".join(arms) + " |",
+           "|---|" + "---|" * len(arms)]
+  for k in results["shots"]:
+    row = [mean_std(cells[(k, a)].values()) if (k, a) in cells else "-" for a in arms]
+    lines.append(f"| {k} | " + " | ".join(row) + " |")
+  return "\n".join(lines)
+
+
+def transfer_lite_verdicts(results, target):
+  """A target's comparisons with their Holm-adjusted p and verdicts."""
+  target = target[0] if isinstance(target, list) else target
+  lines = [f"| {target}: k | comparison | difference [95%, unadjusted] | p | Holm p | "
+           "verdict |", "|---|---|---|---|---|---|"]
+  for k, arm, against, c, p in transfer_lite_comparisons(results, target):
+    verdict = (c.verdict if c.n < 2 else
+               (stats.AHEAD if c.difference > 0 else stats.BEHIND) if p < 0.05
+               else stats.WITHIN_NOISE)
+    interval = (f"[{c.low:+.3f}, {c.high:+.3f}]" if np.isfinite(c.low) else "n/a")
+    lines.append(f"| {k} | {arm} − {against} | {c.difference:+.3f} {interval} | "
+                 f"{stats.format_p(c.p)} | {stats.format_p(p)} | {verdict} |")
+  return "\n".join(lines)
+
+
 # --- A fine-tuning recipe against scratch and its probe (//benchmarks:finetune) -----
 
 FINETUNE_ARM = "fine-tune"
@@ -546,10 +430,10 @@ def finetune(results):
 
 
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
-             "transfer": transfer, "transfer_schedules": transfer_schedules,
-             "transfer_rates": transfer_rates, "transfer_by_draw": transfer_by_draw,
-             "pixel_centroid": pixel_centroid, "nfnet_bf16": nfnet_bf16,
+             "nfnet_bf16": nfnet_bf16,
              "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours,
              "zoo_timm": zoo_timm, "zoo_families": zoo_families,
              "zoo_inference": zoo_inference, "tricks": tricks,
-             "dct_accuracy": dct_accuracy, "finetune": finetune}
+             "dct_accuracy": dct_accuracy, "finetune": finetune,
+             "transfer_lite": transfer_lite,
+             "transfer_lite_verdicts": transfer_lite_verdicts}

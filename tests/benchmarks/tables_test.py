@@ -121,45 +121,31 @@ class TricksTableTest(absltest.TestCase):
         "<= 1.40 | 315 |"])
 
 
-class TransferByDrawTableTest(absltest.TestCase):
+class TransferLiteTableTest(absltest.TestCase):
 
-  def test_over_runs_and_over_draws(self):
-    """The full fine-tune differs from scratch by 0.1, 0.2 and 0.3 over three draws,
-    -0.01, 0 and +0.01 over a draw's seeds. Over the nine runs: sum of squares 3 x 0.02
-    + 3 x 0.0002 = 0.0606, sd sqrt(0.0606 / 8), half-width 2.306004 x sd / 3 = 0.0669:
-    [0.133, 0.267]. Over the draws: sd 0.1, half-width 4.302653 x 0.1 / sqrt(3) =
-    0.2484: [-0.048, 0.448]. The probe equals scratch on every run (no noise: its
-    difference 0 exactly); two phases trails the full fine-tune by 0.05 on every run;
-    k = 50's one seed a draw is left out."""
+  def test_holm_over_the_targets_comparisons(self):
+    """Over three draws: scratch is the pixel mean + 0.1 on each, fine-tune scratch +
+    0.1, 0.2, 0.3. Fine-tune - scratch: mean 0.2, sd 0.1, t = 3.464 on 2 df, p = 0.0742,
+    half-width 4.302653 x 0.1 / sqrt(3) = 0.2484; fine-tune - pixel: 0.3, t = 5.196, p =
+    0.0351 (unadjusted, its interval [+0.052, +0.548] leaves out 0). Holm over the
+    three: 0 x 3, 0.0351 x 2 = 0.0702, max(0.0702, 0.0742 x 1) = 0.0742: only scratch
+    against the pixel mean rejects."""
     runs = []
-    for draw, shift in enumerate((0.1, 0.2, 0.3)):
-      for seed, within in enumerate((-0.01, 0.0, 0.01)):
-        base = 0.5 + 0.05 * seed - 0.02 * draw
-        for arm, value in (("scratch", base), ("linear probe", base),
-                           ("full fine-tune", base + shift + within),
-                           ("two phases", base + shift + within - 0.05)):
-          runs.append(dict(family="nfnet_nano", target="near", k=5, arm=arm, draw=draw,
-                           seed=seed, balanced_accuracy=value))
-      for arm in ("scratch", "full fine-tune"):
-        runs.append(dict(family="nfnet_nano", target="near", k=50, arm=arm, draw=draw,
-                         seed=draw, balanced_accuracy=0.6 + 0.1 * (arm == "scratch")))
-    results = dict(families=["nfnet_nano"], targets=["near"],
-                   arms=["scratch", "linear probe", "full fine-tune", "two phases"],
-                   runs=runs)
-    self.assertEqual(tables.transfer_by_draw(results).splitlines()[2:], [
-        "| nfnet_nano | near | 5 | linear probe | scratch | 9 | 3 | +0.000 [+0.000, "
-        "+0.000] within noise | +0.000 [+0.000, +0.000] within noise |",
-        "| nfnet_nano | near | 5 | full fine-tune | scratch | 9 | 3 | +0.200 [+0.133, "
-        "+0.267] ahead | +0.200 [-0.048, +0.448] within noise |",
-        "| nfnet_nano | near | 5 | full fine-tune | linear probe | 9 | 3 | +0.200 "
-        "[+0.133, +0.267] ahead | +0.200 [-0.048, +0.448] within noise |",
-        "| nfnet_nano | near | 5 | two phases | scratch | 9 | 3 | +0.150 [+0.083, "
-        "+0.217] ahead | +0.150 [-0.098, +0.398] within noise |",
-        "| nfnet_nano | near | 5 | two phases | linear probe | 9 | 3 | +0.150 [+0.083, "
-        "+0.217] ahead | +0.150 [-0.098, +0.398] within noise |",
-        "| nfnet_nano | near | 5 | two phases | full fine-tune | 9 | 3 | -0.050 [-0.050, "
-        "-0.050] behind | -0.050 [-0.050, -0.050] behind |"])
-
+    for draw, (pixel, gain) in enumerate(((0.20, 0.1), (0.25, 0.2), (0.30, 0.3))):
+      for arm, value in (("pixel mean", pixel), ("scratch", pixel + 0.1),
+                         ("fine-tune", pixel + 0.1 + gain)):
+        runs.append(dict(target="cifar10", k=10, arm=arm, draw=draw,
+                         balanced_accuracy=value))
+    results = dict(model="efficientnet_lite0", train_size=128, shots=[10], runs=runs)
+    self.assertEqual(tables.transfer_lite(results, ["cifar10"]).splitlines(), [
+        "| cifar10: k | pixel mean | scratch | fine-tune |", "|---|---|---|---|",
+        "| 10 | 0.250 ± 0.050 | 0.350 ± 0.050 | 0.550 ± 0.150 |"])
+    self.assertEqual(tables.transfer_lite_verdicts(results, ["cifar10"]).splitlines()[2:], [
+        "| 10 | fine-tune − scratch | +0.200 [-0.048, +0.448] | 0.074 | 0.074 | "
+        "within noise |",
+        "| 10 | scratch − pixel mean | +0.100 [+0.100, +0.100] | < 0.001 | < 0.001 | ahead |",
+        "| 10 | fine-tune − pixel mean | +0.300 [+0.052, +0.548] | 0.035 | 0.07 | "
+        "within noise |"])
 
 if __name__ == "__main__":
   absltest.main()
