@@ -20,7 +20,6 @@ naming the command, revision, date, machine and the load during every run.
 """
 
 import datetime
-import json
 import os
 import re
 import shutil
@@ -29,6 +28,7 @@ import sys
 from absl import app
 from absl import flags
 
+from benchmarks import records
 from benchmarks import runs as runs_lib
 from benchmarks import tables
 
@@ -64,31 +64,6 @@ def record(metrics, wall, load):
           "wall_seconds": wall, "load_average": load}
 
 
-def new_record_path(record_dir, recipe, revision, date):
-  """A path under record_dir that no file holds yet."""
-  stem = f"{recipe}_{re.sub(r'[^0-9a-z+]', '', (revision or 'norev')[:12])}_{date}"
-  path, n = os.path.join(record_dir, stem + ".json"), 1
-  while os.path.exists(path):
-    n += 1
-    path = os.path.join(record_dir, f"{stem}_{n}.json")
-  return path
-
-
-def write_record(results, record_dir):
-  """results to a new JSON under record_dir, atomically; its path."""
-  os.makedirs(record_dir, exist_ok=True)
-  path = new_record_path(record_dir, results["recipe"], results["revision"],
-                         results["date"])
-  tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, "w") as f:
-    json.dump(results, f, indent=1)
-    f.flush()
-    os.fsync(f.fileno())
-  os.link(tmp, path)  # fails, rather than replaces, if another sitting took the name
-  os.unlink(tmp)
-  return path
-
-
 def main(argv):
   del argv
   seeds = [s.strip() for s in FLAGS.seeds]
@@ -117,7 +92,9 @@ def main(argv):
       print(f"{arm}, seed {seed}: balanced accuracy {metrics['balanced_accuracy']:.3f}",
             flush=True)
   print(tables.finetune(results))
-  print(f"Record: {write_record(results, FLAGS.record_dir)}")
+  path = records.write_new(FLAGS.record_dir, records.stem(
+      results["recipe"], results["revision"], results["date"]), results)
+  print(f"Record: {path}")
 
 
 if __name__ == "__main__":

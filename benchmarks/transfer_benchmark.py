@@ -43,7 +43,6 @@ date, machine and the load during every run, with every cell's cost (minutes a r
 
 import collections
 import datetime
-import json
 import os
 import re
 import shutil
@@ -55,6 +54,7 @@ from absl import flags
 import numpy as np
 
 from benchmarks import linear_probe
+from benchmarks import records
 from benchmarks import runs as runs_lib
 from benchmarks import tables
 
@@ -335,29 +335,6 @@ def plot(results, path):
   pyplot.close(figure)
 
 
-def new_record_path(record_dir, revision, date):
-  stem = f"transfer_{re.sub(r'[^0-9a-z+]', '', (revision or 'norev')[:12])}_{date}"
-  path, n = os.path.join(record_dir, stem + ".json"), 1
-  while os.path.exists(path):
-    n += 1
-    path = os.path.join(record_dir, f"{stem}_{n}.json")
-  return path
-
-
-def write_record(results, record_dir):
-  """results to a new JSON under record_dir (never replacing one); its path."""
-  os.makedirs(record_dir, exist_ok=True)
-  path = new_record_path(record_dir, results["revision"], results["date"])
-  tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, "w") as f:
-    json.dump(results, f, indent=1)
-    f.flush()
-    os.fsync(f.fileno())
-  os.link(tmp, path)
-  os.unlink(tmp)
-  return path
-
-
 def main(argv):
   del argv
   chosen = grid()
@@ -391,7 +368,8 @@ def main(argv):
     print("\n" + tables.transfer_lite(results, target) + "\n\n"
           + tables.transfer_lite_verdicts(results, target))
   results["wall_seconds"] = round(time.time() - began, 1)  # the sitting's, reruns read back
-  record = write_record(results, FLAGS.record_dir)
+  record = records.write_new(FLAGS.record_dir, records.stem(
+      "transfer", results["revision"], results["date"]), results)
   plot(results, os.path.join(root, "transfer.png"))
   print(f"Record: {record}; plot: {os.path.join(root, 'transfer.png')}")
 

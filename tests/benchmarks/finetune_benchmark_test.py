@@ -65,19 +65,6 @@ class FinetuneBenchmarkTest(tf.test.TestCase):
                      r"\| \+0.327 \[\+0.\d{3}, \+0.\d{3}\], p (< 0.001|= 0.00\d+): ahead \|$")
     self.assertIs(tables.RENDERERS["finetune"], tables.finetune)
 
-  def test_a_record_is_never_overwritten(self):
-    folder = self.create_tempdir().full_path
-    first = bench.write_record(results(), folder)
-    second = bench.write_record(results(), folder)
-    self.assertEqual(os.path.basename(first),
-                     "efficientnet_lite0_finetune_2237b10abcde_2026-12-02.json")
-    self.assertEqual(os.path.basename(second),
-                     "efficientnet_lite0_finetune_2237b10abcde_2026-12-02_2.json")
-    with open(first) as f:
-      self.assertEqual(json.load(f), results())
-    self.assertCountEqual(os.listdir(folder), [os.path.basename(first),
-                                               os.path.basename(second)])
-
   def test_bad_seeds_exit_2(self):
     for seeds in (["0"], ["0", "x"], ["1", "1"]):
       with flagsaver.flagsaver(seeds=seeds), self.assertRaises(SystemExit) as caught:

@@ -68,13 +68,6 @@ class TransferBenchmarkTest(tf.test.TestCase):
     from benchmarks import stats  # pylint: disable=import-outside-toplevel
     self.assertAllClose([p for *_, p in rows], stats.holm([c.p for *_, c, _ in rows]))
 
-  def test_a_record_is_never_overwritten(self):
-    folder = self.create_tempdir().full_path
-    results = {"revision": "abc", "date": "2026-12-02"}
-    first, second = (bench.write_record(results, folder) for _ in range(2))
-    self.assertEqual(os.path.basename(first), "transfer_abc_2026-12-02.json")
-    self.assertEqual(os.path.basename(second), "transfer_abc_2026-12-02_2.json")
-
   def test_features_are_computed_once_an_image_and_kept(self):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (5, 32, 32, 3), dtype=np.uint8)
