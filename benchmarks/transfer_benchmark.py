@@ -25,8 +25,8 @@ Arms:
   tensorflow/tpu#476), features computed once a size for the whole split.
 - k = 100 on CIFAR-10 only, the controls (--arms): two phases, layer decay 0.75,
   weight EMA 0.99, BiT-HyperRule.
-- k = "all": the probes on the whole training set, and with --whole_set_epochs one
-  fine-tune run on the whole CIFAR-10 training set at 128 px.
+- k = "all": the pixel mean and the probes on the whole training set, and with
+  --whole_set_epochs one fine-tune run on the whole CIFAR-10 training set at 128 px.
 Nothing is chosen on the test split. The runs' settings are the recipe's; the probe's C
 is chosen on the draw's validation split at k >= 100, and at k <= 10 (a validation
 split larger than the training set is not few-shot) is the C the k = 100 draws chose
@@ -399,7 +399,7 @@ def cell_runs(target, k, draw, chosen, root, features, chosen_c, extra):
   records, digest = [], runs_lib.code_digest()
   (train, validation, test), loaded = draw_split(target, k, draw, FLAGS.fashion_mnist_dir,
                                                  extra)
-  if PIXEL in chosen["arms"] and k != ALL:
+  if PIXEL in chosen["arms"]:  # at every k, the whole set too: it costs seconds
     began = time.time()
     records.append({"target": target, "k": k, "arm": PIXEL, "draw": draw,
                     "balanced_accuracy": pixel_mean(train, test),
