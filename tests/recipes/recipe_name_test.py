@@ -48,7 +48,7 @@ class RecipeNameTest(absltest.TestCase):
 
   def test_every_recipe_is_named(self):
     files = sorted(glob.glob("recipes/*.gin") + glob.glob("recipes/reproduce/*.gin"))
-    self.assertLen(files, 35)
+    self.assertLen(files, 36)
     for path in files:
       stem = os.path.splitext(os.path.basename(path))[0]
       gin.clear_config()
