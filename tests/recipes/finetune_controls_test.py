@@ -98,7 +98,10 @@ class FinetuneControlsTest(parameterized.TestCase):
     self.assertIs(query("finetune_model.zero_init_head"), bit)
     self.assertEqual(query("zoo.build.input_channels"), 3)
     self.assertIs(query("tf_keras.optimizers.SGD.use_ema"), False)
-    self.assertEqual(experiment.Task().examples_per_class, 10)  # few-shot digits: SHOTS
+    # A k-shot draw of the recipe's SHOTS: 10 of the digits, 100 of CIFAR-10 (Lite0's).
+    shots = 100 if "efficientnet_lite" in recipe else 10
+    self.assertEqual(query("%SHOTS"), shots)
+    self.assertEqual(experiment.Task().examples_per_class, shots)
 
 
 if __name__ == "__main__":
