@@ -56,8 +56,7 @@ def arm_run(recipe, arm, seed, root, extra=()):
 def record(metrics, wall, load):
   """What the JSON keeps of a run."""
   keep = ("balanced_accuracy", "top1", "num_train_examples", "num_test_examples",
-          "train_class_counts", "epochs", "steps", "global_batch_size", "final_train_loss",
-          "operative_config_digest", "input_dtype", "image_size")
+          "train_class_counts", "epochs", "steps", "global_batch_size", "final_train_loss")
   return {**{k: metrics.get(k) for k in keep},
           "validation_balanced_accuracy": (metrics.get("final_validation") or {}).get(
               "balanced_accuracy"),

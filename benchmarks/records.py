@@ -1,6 +1,6 @@
 """A benchmark sitting's record: a new JSON file a sitting, never one written before.
 
-`write_new(record_dir, stem, results)` writes record_dir/<stem>.json, or <stem>_2.json,
+`write_new(record_dir, name, results)` writes record_dir/<name>.json, or <name>_2.json,
 _3, ... when that name is taken, durably (fsync) and atomically: the content lands under
 a temporary name and is hard-linked to the record's name, which fails rather than
 replaces if another sitting took it meanwhile (then the next number is tried). A

@@ -396,12 +396,12 @@ def train_record(target, k, arm, draw, run, digest):
 
 def cell_runs(target, k, draw, chosen, root, features, chosen_c, extra):
   """The records of every arm of (target, k) on one draw."""
-  records, digest = [], runs_lib.code_digest()
+  found, digest = [], runs_lib.code_digest()  # the key of every run of the cell
   (train, validation, test), loaded = draw_split(target, k, draw, FLAGS.fashion_mnist_dir,
                                                  extra)
   if PIXEL in chosen["arms"]:  # at every k, the whole set too: it costs seconds
     began = time.time()
-    records.append({"target": target, "k": k, "arm": PIXEL, "draw": draw,
+    found.append({"target": target, "k": k, "arm": PIXEL, "draw": draw,
                     "balanced_accuracy": pixel_mean(train, test),
                     "wall_seconds": round(time.time() - began, 1)})
   for size in chosen["probe_sizes"]:
@@ -419,7 +419,7 @@ def cell_runs(target, k, draw, chosen, root, features, chosen_c, extra):
         fixed = modal_c(chosen_c[size]) if chosen_c[size] else DEFAULT_C
         probe = linear_probe.fit(train_x, train[1], validation_x, validation[1],
                                  c_grid=(fixed,))
-    records.append({"target": target, "k": k, "arm": probe_arm(size), "draw": draw,
+    found.append({"target": target, "k": k, "arm": probe_arm(size), "draw": draw,
                     "balanced_accuracy": linear_probe.balanced_accuracy(
                         test[1], probe.predict(test_x)),
                     "c": probe.c, "c_from": ("validation" if k == ALL or k >= 100 else
@@ -429,15 +429,15 @@ def cell_runs(target, k, draw, chosen, root, features, chosen_c, extra):
                     "wall_seconds": round(time.time() - began, 1),
                     "load_average": load.summary()})
     print(f"{target} k={k} {probe_arm(size)} draw {draw}: "
-          f"{records[-1]['balanced_accuracy']:.3f} (C = {probe.c:g})", flush=True)
+          f"{found[-1]['balanced_accuracy']:.3f} (C = {probe.c:g})", flush=True)
   if k == ALL:
-    return records
+    return found
   for arm in chosen["arms"]:
     if arm == PIXEL or (arm in CONTROLS and (k != 100 or target != "cifar10")):
       continue
     run = arm_run(target, k, arm, draw, root, FLAGS.fashion_mnist_dir, extra)
-    records.append(train_record(target, k, arm, draw, run, digest))
-  return records
+    found.append(train_record(target, k, arm, draw, run, digest))
+  return found
 
 
 if __name__ == "__main__":
