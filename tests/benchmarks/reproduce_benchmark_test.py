@@ -143,6 +143,15 @@ class ReproduceBenchmarkTest(tf.test.TestCase):
                      r"configuration \(code differ\).*; its segments ran at 0123abc: resume "
                      r"it from a worktree of that revision \(git worktree add DIR 0123abc\)$")
 
+  def test_what_the_benchmark_runs_travels_with_it(self):
+    """Every published row's Gin (and each file it includes) and the trainer it starts
+    are in the benchmark's own runfiles: this test declares none of them itself."""
+    for row in bench.published_rows():
+      with self.subTest(row=row):
+        texts = runs_lib.gin_texts((f"recipes/reproduce/{row}.gin",))
+        self.assertGreater(len(texts), 1)  # the row and the pieces it includes
+    self.assertTrue(os.path.isfile(os.path.join(runs_lib.ROOT, "recipes", "train.py")))
+
   def test_bad_rows_and_seeds(self):
     env = dict(os.environ, PYTHONPATH=runs_lib.ROOT)
     for flag, pattern in (("--rows=nosuch_row", "--rows: nosuch_row not in"),
