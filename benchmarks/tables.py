@@ -12,6 +12,7 @@ where <renderer> is a function of RENDERERS.
 
 import numpy as np
 
+from benchmarks import reproduction
 from benchmarks import stats
 
 BASELINE = "cross-entropy"
@@ -429,6 +430,74 @@ def finetune(results):
   return "\n".join(lines)
 
 
+# --- Published rows re-run (//benchmarks:reproduce's records) ------------------------
+# A mark names the records by a glob (docs/data/reproduce/*.json): the renderer gets the
+# list, and benchmarks/reproduction.py's rule compares them with published.json.
+
+def _reproduced(records):
+  rows = reproduction.published()
+  results = [reproduction.result(r, f"{r['row']}_seed{r['seed']}_{r['revision'][:20]}")
+             for r in records]
+  return rows, reproduction.group(results)
+
+
+def reproduce(records):
+  """Each published row with runs: ours against the paper's and the tolerance."""
+  rows, grouped = _reproduced(records)
+  return reproduction.rows_table(reproduction.compare(rows, grouped))
+
+
+def reproduce_gains(records):
+  """Each method against its baseline row: ours (Welch, Holm) against the paper's."""
+  rows, grouped = _reproduced(records)
+  return reproduction.gains_table(reproduction.gains(rows, grouped))
+
+
+def reproduce_classes(records, recipes):
+  """Per-class top-1 (mean over seeds) of `recipes`' runs: rows of one data set."""
+  rows, grouped = _reproduced(records)
+  rows = [row for row in rows if row["recipe"] in recipes]
+  (data, entry), = reproduction.per_class(rows, grouped).items()
+  return reproduction.classes_table(data, entry)
+
+
+def reproduce_runs(records):
+  """One line a run: where, when and on what it ran, and what it scored."""
+  lines = ["| row | seed | revision | finished | machine | segments | load (1-min mean, "
+           "per segment) | top-1 | best test epoch |", "|---|---|---|---|---|---|---|---|---|"]
+  for r in sorted(records, key=lambda r: (r["row"], r["seed"])):
+    m = r["metrics"]
+    loads = ", ".join("not recorded" if load is None else f"{load['mean']:.2f}"
+                      for load in r["load_average"])
+    machine = r["machine"] + (" (mixed CPUs)" if r["mixed_cpus"] else "")
+    best = m.get("best_on_test_protocol")
+    lines.append(f"| {r['row']} | {r['seed']} | {r['revision'][:7]} | {r['ended'][:10]} | "
+                 f"{machine} | {len(r['segments'])} | {loads} | {100 * m['top1']:.2f} | "
+                 + (f"{100 * best['top1']:.2f} (epoch {best['epoch']})" if best else "—")
+                 + " |")
+  return "\n".join(lines)
+
+
+def reproduce_line(records, recipes):
+  """README's one line: each of `recipes`, ours (seeds) against the paper's."""
+  rows, grouped = _reproduced(records)
+  by_recipe = {row["recipe"]: row for row in rows}
+  compared = {r["label"]: r for r in reproduction.compare(rows, grouped)}
+  parts = []
+  for recipe in recipes:
+    row, ours = by_recipe[recipe], compared.get(recipe)
+    if ours is None:
+      parts.append(f"{row['method']} not yet run (theirs {row['top1']:.2f})")
+      continue
+    seeds = (f"{ours['n']} seeds" if ours["n"] >= row["seeds"] else
+             f"{ours['n']} of the {row['seeds']} seeds its tolerance needs")
+    parts.append(f"{row['method']} {ours['mean']:.2f} ({seeds}) against their "
+                 f"{row['top1']:.2f}")
+  row = by_recipe[recipes[0]]
+  return (f"A published row re-run ([docs/reproduce.md](docs/reproduce.md#the-rows-re-run)):"
+          f" {row['paper']}, {row['data']}, {row['model']}: " + "; ".join(parts) + ".")
+
+
 RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "nfnet_bf16": nfnet_bf16,
              "trainer": trainer, "input_peers": input_peers, "input_ours": input_ours,
@@ -436,4 +505,7 @@ RENDERERS = {"long_tail": long_tail, "validation_sweep": validation_sweep,
              "zoo_inference": zoo_inference, "tricks": tricks,
              "dct_accuracy": dct_accuracy, "finetune": finetune,
              "transfer_lite": transfer_lite,
-             "transfer_lite_verdicts": transfer_lite_verdicts}
+             "transfer_lite_verdicts": transfer_lite_verdicts,
+             "reproduce": reproduce, "reproduce_gains": reproduce_gains,
+             "reproduce_classes": reproduce_classes, "reproduce_runs": reproduce_runs,
+             "reproduce_line": reproduce_line}

@@ -1,6 +1,7 @@
 """Every marked table of README.md and docs/*.md equals what its committed JSON renders
 (benchmarks/tables.py), so no figure of a page is typed by hand, and every JSON under
-docs/data/ backs a table or a plot of some page."""
+docs/data/ backs a table or a plot of some page. A mark may name a glob of JSON files
+(a record a run); its renderer gets their list."""
 
 import glob
 import json
@@ -28,6 +29,22 @@ def pages():
   return out
 
 
+def load(path):
+  """A mark's JSON; a glob (docs/data/reproduce/*.json: a record a run) gives the list of
+  the files it matches, in name order."""
+  if not glob.has_magic(path):
+    with open(os.path.join(ROOT, path)) as f:
+      return json.load(f)
+  paths = sorted(glob.glob(os.path.join(ROOT, path)))
+  if not paths:
+    raise AssertionError(f"{path} matches no file")
+  out = []
+  for p in paths:
+    with open(p) as f:
+      out.append(json.load(f))
+  return out
+
+
 def marked_tables(text):
   """(json path, renderer, methods or None, the table's lines) of each mark."""
   lines, found = text.splitlines(), []
@@ -52,8 +69,7 @@ class DocsDataTest(absltest.TestCase):
       for path, renderer, methods, table in marked_tables(text):
         with self.subTest(page=page, data=path):
           self.assertIn(renderer, tables.RENDERERS, msg=f"{page}: unknown renderer")
-          with open(os.path.join(ROOT, path)) as f:
-            data = json.load(f)
+          data = load(path)
           render = tables.RENDERERS[renderer]
           want = render(data, methods) if methods else render(data)
           self.assertEqual(table, want, msg=f"{page}'s table differs from {path}")

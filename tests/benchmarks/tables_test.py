@@ -147,5 +147,37 @@ class TransferLiteTableTest(absltest.TestCase):
         "| 10 | fine-tune − pixel mean | +0.300 [+0.052, +0.548] | 0.035 | 0.07 | "
         "within noise |"])
 
+class ReproduceTablesTest(absltest.TestCase):
+  """The reproduction renderers over records as //benchmarks:reproduce writes them."""
+
+  def record(self, row, seed, top1, loads, best=None, mixed=False):
+    metrics = {"recipe": row, "seed": seed, "top1": top1}
+    if best:
+      metrics["best_on_test_protocol"] = {"epoch": 187, "top1": best}
+    return {"benchmark": "reproduce", "row": row, "seed": seed, "metrics": metrics,
+            "revision": "b136e7991937a593e1c41025eb9163ade7b543a0", "mixed_cpus": mixed,
+            "ended": "2026-12-02T02:50:36+0000", "machine": "AMD EPYC, 2 logical cores",
+            "segments": [{}] * len(loads),
+            "load_average": [None if x is None else {"mean": x} for x in loads]}
+
+  def test_runs_and_readme_line(self):
+    erm, ldam = "cao2019_cifar10_lt_r100_ce", "cao2019_cifar10_lt_r100_ldam_drw"
+    records = [self.record(erm, 0, 0.709, [1.16, None, 2.87]),
+               self.record(ldam, 0, 0.765, [1.0], best=0.771, mixed=True)]
+    self.assertEqual(tables.reproduce_runs(records).splitlines()[2:], [
+        f"| {erm} | 0 | b136e79 | 2026-12-02 | AMD EPYC, 2 logical cores | 3 | "
+        "1.16, not recorded, 2.87 | 70.90 | — |",
+        f"| {ldam} | 0 | b136e79 | 2026-12-02 | AMD EPYC, 2 logical cores (mixed CPUs) | 1 "
+        "| 1.00 | 76.50 | 77.10 (epoch 187) |"])
+    line = tables.reproduce_line(records[:1], [erm, ldam])
+    self.assertTrue(line.endswith(
+        "ResNet-32: ERM (cross-entropy) 70.90 (1 of the 3 seeds its tolerance needs) "
+        "against their 70.36; LDAM-DRW not yet run (theirs 77.03)."), line)
+    three = [self.record(erm, s, v, [1.0]) for s, v in enumerate((0.70, 0.71, 0.72))]
+    self.assertIn("ERM (cross-entropy) 71.00 (3 seeds) against their 70.36; LDAM-DRW "
+                  "76.50 (1 of the 3 seeds", tables.reproduce_line(three + records[1:],
+                                                                  [erm, ldam]))
+
+
 if __name__ == "__main__":
   absltest.main()
