@@ -6,6 +6,7 @@ import os
 import re
 
 from absl.testing import absltest
+import gin
 
 from benchmarks import runs
 
@@ -22,6 +23,28 @@ class ProvenanceTest(absltest.TestCase):
     self.assertEqual(runs.command([binary]), "./bazelw run //benchmarks:nfnet_bf16")
     self.assertEqual(runs.command(["benchmarks/x.py", "--name=a;b"]),
                      "benchmarks/x.py '--name=a;b'")
+
+  def test_a_path_binding_is_one_gin_string_whatever_the_path(self):
+    """A stage 1 directory whose name holds quotes and a newline reaches Gin as that one
+    string, not as statements of its own (issue 57: a binding built from data)."""
+    hostile = os.path.join(self.create_tempdir().full_path,
+                           "it's \"here\"\nSEED = 666 #\\x")
+    os.makedirs(os.path.join(hostile, "checkpoints"))
+    open(os.path.join(hostile, "checkpoints", "ckpt-3.index"), "w").close()
+    stage1 = runs.Run(gin_files=("a.gin",), bindings=(), model_dir=hostile)
+    stage2 = runs.Run(gin_files=("b.gin",), bindings=("EPOCHS = 2",), model_dir="/tmp/s2",
+                      stage1=stage1)
+    binding, = [a[len("--gin_bindings="):] for a in stage2.command("python")
+                if "stage1_checkpoint" in a]
+
+    @gin.configurable("decoupled")
+    def stage(stage1_checkpoint=None):
+      return stage1_checkpoint
+
+    gin.clear_config()
+    gin.parse_config(binding)
+    self.assertEqual(stage(), os.path.join(hostile, "checkpoints", "ckpt-3"))
+    gin.clear_config()
 
   def test_provenance_names_the_date_machine_and_revision(self):
     found = runs.provenance()
