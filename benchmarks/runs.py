@@ -113,8 +113,10 @@ class Run:
     args = [python, "-m", "recipes.train", f"--model_dir={self.model_dir}"]
     args += [f"--gin_file={f}" for f in self.gin_files]
     if self.stage1:
+      # A Python string literal, which Gin reads back as the one string (a quote or a
+      # newline in the path cannot add statements).
       args.append("--gin_bindings=decoupled.stage1_checkpoint = "
-                  f"'{final_checkpoint(self.stage1.model_dir)}'")
+                  f"{final_checkpoint(self.stage1.model_dir)!r}")
     return args + [f"--gin_bindings={b}" for b in self.bindings]
 
 
