@@ -208,6 +208,32 @@ class RunLockTest(absltest.TestCase):
     self.assertIn("gs://bucket/run is not a local path: a second run on it cannot be "
                   "detected", logs.output[0])
 
+  def test_the_lock_file_is_its_owners_alone(self):
+    """It holds the whole command line (issue 57): mode 0600, also where an older run
+    left it readable by all."""
+    model_dir = self.model_dir()
+    with run_lock.acquire(model_dir):
+      self.assertEqual(os.stat(self.lock_file(model_dir)).st_mode & 0o777, 0o600)
+    other = self.model_dir()
+    self.write_holder(other, host="h", pid=1)
+    os.chmod(self.lock_file(other), 0o644)
+    with self.assertLogs(level="WARNING"):
+      with run_lock.acquire(other):
+        self.assertEqual(os.stat(self.lock_file(other)).st_mode & 0o777, 0o600)
+
+  def test_a_planted_symlink_is_refused_and_its_target_left_alone(self):
+    """A .lock that is a symbolic link is never followed (issue 56): its target would be
+    truncated, written and emptied."""
+    model_dir = self.model_dir()
+    os.makedirs(model_dir)
+    target = self.create_tempfile(content="precious\n").full_path
+    os.symlink(target, self.lock_file(model_dir))
+    with self.assertRaisesRegex(ConfigError, r"^model_dir .*'s \.lock is a symbolic link "
+                                r"\(to .*\); remove it: a run never writes through a link$"):
+      run_lock.acquire(model_dir)
+    with open(target) as f:
+      self.assertEqual(f.read(), "precious\n")
+
 
 if __name__ == "__main__":
   absltest.main()
