@@ -8,7 +8,8 @@ pid since reused): the flock is the truth, and the lock is taken over with a war
 The file is emptied, not removed, at release (removing it would let a waiting process
 lock the old inode while a third creates a new one). Paths with a scheme (gs://), and
 file systems that refuse flock, have no lock: there concurrent runs are not detected,
-and the run says so.
+and the run says so. The file holds the command line, so it is its owner's alone (0600);
+it is never opened through a symbolic link (a planted one is refused in one line).
 """
 
 import datetime
@@ -129,7 +130,14 @@ def acquire(model_dir):
     return Lock()
   os.makedirs(model_dir, exist_ok=True)
   path = os.path.join(model_dir, NAME)
-  fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+  try:  # never through a link (a planted one would have its target truncated)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+  except OSError as e:
+    if e.errno != errno.ELOOP:
+      raise
+    raise ConfigError(f"model_dir {model_dir!r}'s {NAME} is a symbolic link (to "
+                      f"{os.readlink(path)!r}); remove it: a run never writes through a "
+                      "link") from None
   try:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except BlockingIOError:
@@ -158,6 +166,7 @@ def acquire(model_dir):
     stale = _holder(fd)
     if stale is not None:
       _take_over_warning(model_dir, stale)
+    os.fchmod(fd, 0o600)  # the command line is its owner's (an older run's file: 0644)
     holder = {"host": socket.gethostname(), "pid": os.getpid(),
               "started": datetime.datetime.now().astimezone().isoformat(
                   timespec="seconds"),
