@@ -245,6 +245,25 @@ BAD_INPUTS = [
                                     "EPOCHS=3"], "recipe flag 'EPOCHS=3' does not start"),
     ("launchers_recipe_flag", ["--backend=local", "--recipe=nfnet_long_tail", "--",
                                "--strategy=mirrored"], "'--strategy=mirrored' is the launcher"),
+    # Issue 57: a flag file would carry the launcher's own flags past the check above;
+    # `{dir}` is the launcher's placeholder for its files, replaced inside quoted
+    # remote commands; a mount or model_dir over the image's code hides or shadows it.
+    ("recipe_flagfile", ["--backend=local", "--recipe=nfnet_long_tail", "--",
+                         "--flagfile=/tmp/flags"], "'--flagfile=/tmp/flags' is refused"),
+    ("recipe_flag_with_the_dir_placeholder", [
+        "--backend=local", "--recipe=nfnet_long_tail", "--",
+        "--gin_bindings=DATA_DIR = '{dir}/x'"], "holds \\{dir\\}, the launcher's"),
+    ("kubernetes_volume_over_the_code", [
+        "--backend=kubernetes", "--recipe=nfnet_long_tail", f"--image={IMAGE}",
+        "--volume_claim=runs", "--volume_mount=/opt"],
+     "--volume_mount='/opt' is over the image's code"),
+    ("kubernetes_volume_at_the_root", [
+        "--backend=kubernetes", "--recipe=nfnet_long_tail", f"--image={IMAGE}",
+        "--volume_claim=runs", "--volume_mount=/"], "--volume_mount='/' is over the image"),
+    ("slurm_container_model_dir_over_the_code", [
+        "--backend=slurm", "--recipe=nfnet_long_tail", f"--image={IMAGE}",
+        "--model_dir=/opt/zoo/runs", "--slurm_workdir=/s/zoo"],
+     "--model_dir='/opt/zoo/runs' is over the image's code"),
     ("vertex_without_region", ["--backend=vertex", "--recipe=nfnet_long_tail",
                                f"--image={IMAGE}", "--model_dir=gs://b/x"],
      "vertex backend needs --region"),
