@@ -169,6 +169,14 @@ def check_recipe_args(args):
     if arg.split("=", 1)[0] in _OWN_RECIPE_FLAGS:
       raise LaunchError(f"recipe flag {arg!r} is the launcher's to set; drop it (give "
                         "--model_dir before the --)")
+    if arg.split("=", 1)[0] == "--flagfile":
+      raise LaunchError(f"recipe flag {arg!r} is refused: a flag file could set the "
+                        "launcher's own flags (--model_dir, --strategy); give its flags "
+                        "after the -- one by one")
+    if submit.DIR in arg:
+      raise LaunchError(f"recipe flag {arg!r} holds {submit.DIR}, the launcher's "
+                        "placeholder for the files it submits (replaced inside quoted "
+                        "commands); spell the path out")
 
 
 def find(path, where):

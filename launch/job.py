@@ -17,6 +17,15 @@ from typing import Tuple
 # Where the image keeps the workspace (its sources and Gin files) and its interpreter:
 # //launch/image builds it so; every cluster backend runs the recipe from here.
 IMAGE_WORKDIR = "/opt/zoo"
+
+
+def check_not_over_code(path, flag):
+  """Refuses a path in the container that is the image's code directory, holds it (a
+  mount there hides the code) or lies inside it (shadows part of it)."""
+  path = posixpath.normpath(path)
+  if posixpath.commonpath([path, IMAGE_WORKDIR]) in (path, IMAGE_WORKDIR):
+    raise LaunchError(f"{flag}={path!r} is over the image's code ({IMAGE_WORKDIR}); give "
+                      "a path outside it, e.g. /runs")
 IMAGE_PYTHON = "python3"
 
 # Where a gs://BUCKET is mounted with Cloud Storage FUSE: /gcs/BUCKET. Vertex AI mounts

@@ -78,6 +78,7 @@ from launch.job import GCS_ROOT
 from launch.job import LaunchError
 from launch.job import Step
 from launch.job import bucket_and_path
+from launch.job import check_not_over_code
 from launch.job import mounted
 
 KINDS = ("tfjob", "indexed_job")
@@ -146,6 +147,7 @@ def model_dir(job, options):
     if not posixpath.isabs(mount):
       raise LaunchError(f"--volume_mount={options.volume_mount!r} must be an absolute "
                         "path, e.g. --volume_mount=/runs")
+    check_not_over_code(mount, "--volume_mount")
     if gcs and _overlap(mount, gcs[1]):
       raise LaunchError(f"--volume_mount={mount!r} overlaps {gcs[1]}, where the pods mount "
                         f"the bucket of --model_dir={job.model_dir!r}; mount the claim "

@@ -41,6 +41,7 @@ import re
 import shlex
 
 from launch.job import IMAGE_WORKDIR
+from launch.job import check_not_over_code
 from launch.job import LaunchError
 from launch.job import parse_image
 from launch.job import Step
@@ -101,6 +102,12 @@ def check(job, options):
   if options.container_mounts and not job.image:
     raise LaunchError("--slurm_container_mounts needs --image (pyxis mounts into a "
                       "container)")
+  if job.image:  # mounted at its own path into the container, as each extra mount is
+    check_not_over_code(job.model_dir, "--model_dir")
+    for mount in filter(None, options.container_mounts.split(",")):
+      parts = mount.split(":")
+      check_not_over_code(parts[1] if len(parts) > 1 else parts[0],
+                          "--slurm_container_mounts")
   if job.image and ("," in job.model_dir or ":" in job.model_dir):
     raise LaunchError(f"--model_dir={job.model_dir!r} holds ',' or ':', which pyxis's "
                       "--container-mounts reads as separators; give a path without them")

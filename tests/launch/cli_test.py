@@ -264,6 +264,10 @@ BAD_INPUTS = [
         "--backend=slurm", "--recipe=nfnet_long_tail", f"--image={IMAGE}",
         "--model_dir=/opt/zoo/runs", "--slurm_workdir=/s/zoo"],
      "--model_dir='/opt/zoo/runs' is over the image's code"),
+    ("slurm_container_mount_over_the_code", [
+        "--backend=slurm", "--recipe=nfnet_long_tail", f"--image={IMAGE}",
+        "--model_dir=/shared/runs/x", "--slurm_container_mounts=/data:/data,/src:/opt"],
+     "--slurm_container_mounts='/opt' is over the image's code"),
     ("vertex_without_region", ["--backend=vertex", "--recipe=nfnet_long_tail",
                                f"--image={IMAGE}", "--model_dir=gs://b/x"],
      "vertex backend needs --region"),
