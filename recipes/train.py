@@ -79,7 +79,10 @@ _RUNFILES_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def resolve_gin_file(path):
-  for base in (_USER_DIR, os.getcwd(), _RUNFILES_ROOT):
+  """A relative path that names a workspace file is the workspace's (a same-named file
+  under the directory the command starts in is never read in its place: a Gin file is a
+  program); any other is looked for where the user is."""
+  for base in (_RUNFILES_ROOT, _USER_DIR, os.getcwd()):
     candidate = os.path.join(base, path)
     if os.path.isfile(candidate):
       return candidate
@@ -89,7 +92,13 @@ def resolve_gin_file(path):
 
 def parse_config(gin_files, gin_bindings):
   """Parses files then bindings; unknown names are errors, not skipped."""
-  gin.add_config_file_search_path(_RUNFILES_ROOT)
+  # Includes as the files themselves: the workspace's first. Gin tries its prefixes in
+  # order, the working directory ('') first, and only appends (add_config_file_search_path).
+  prefixes = gin.config._LOCATION_PREFIXES  # pylint: disable=protected-access
+  if _RUNFILES_ROOT not in prefixes[:1]:
+    prefixes.insert(0, _RUNFILES_ROOT)
+  if _USER_DIR not in prefixes:
+    gin.add_config_file_search_path(_USER_DIR)  # a user's own pieces, under bazel run too
   files = [resolve_gin_file(f) for f in gin_files]
   try:
     gin.parse_config_files_and_bindings(files, gin_bindings, skip_unknown=False)
