@@ -39,6 +39,12 @@ class CifarPythonTest(tf.test.TestCase):
       handle.write(b"x")
     with self.assertRaisesRegex(ConfigError, "^CIFAR file 'data_batch_3' in .* has MD5 "):
       cifar_python.cifar_python(path=folder, md5=sums)
+    # A table that leaves a file out is refused, not skipped (issue 56): {} included.
+    for partial in ({}, {f: v for f, v in sums.items() if f != "test_batch"}):
+      with self.assertRaisesRegex(ConfigError, r"^cifar_python.md5 gives no MD5 for "
+                                  r"'(data_batch_1|test_batch)' \(of .*\); give every "
+                                  r"file's, 'official', or None to skip the check$"):
+        cifar_python.cifar_python(path=folder, md5=partial)
     # The official sums reject the fake archive before unpickling anything.
     with self.assertRaisesRegex(ConfigError, "^CIFAR archive '.*' has MD5 [0-9a-f]{32}, "
                                 "not c58f30108f718f92721af3b95e74349a"):
