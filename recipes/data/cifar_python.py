@@ -12,7 +12,8 @@ the one to use for the exact published CIFAR-LT splits.
 
 Files are checked against the MD5 sums torchvision checks (the archive's, or each
 pickle's in a directory) before they are unpickled; `md5=None` skips the check (a
-test's fake archive), a dict replaces the table. The pickles are read by
+test's fake archive), a dict replaces the table and must name every file read (a
+partial one is refused, not skipped). The pickles are read by
 zoo/safe_pickle.py with its NumPy allow-list: a global other than the array
 reconstruction CIFAR's batches need (e.g. `os.system`) is refused in one line before
 anything runs, whatever the MD5 setting.
@@ -159,8 +160,13 @@ def load(path, name=None, md5="official"):
           f"{archive}); download it again")
   files = read_files(path, info)
   if sums is not None:
+    missing = [f for f in files if f not in sums]
+    if missing:  # a table that leaves a file out checks nothing of it: refused
+      raise ConfigError(f"cifar_python.md5 gives no MD5 for {missing[0]!r} (of "
+                        f"{', '.join(missing)}); give every file's, 'official', or None "
+                        "to skip the check")
     for f, data in files.items():
-      if f in sums and md5_of(data) != sums[f]:
+      if md5_of(data) != sums[f]:
         raise ConfigError(f"CIFAR file {f!r} in {path!r} has MD5 {md5_of(data)}, not "
                           f"{sums[f]}; download the data set again")
 

@@ -43,7 +43,7 @@ class CifarPythonTest(tf.test.TestCase):
     for partial in ({}, {f: v for f, v in sums.items() if f != "test_batch"}):
       with self.assertRaisesRegex(ConfigError, r"^cifar_python.md5 gives no MD5 for "
                                   r"'(data_batch_1|test_batch)' \(of .*\); give every "
-                                  r"file's, 'official', or None to skip the check$"):
+                                  r"file's, 'official', or None to skip the check"):
         cifar_python.cifar_python(path=folder, md5=partial)
     # The official sums reject the fake archive before unpickling anything.
     with self.assertRaisesRegex(ConfigError, "^CIFAR archive '.*' has MD5 [0-9a-f]{32}, "
