@@ -2,6 +2,7 @@
 
 import os
 import re
+import signal
 
 from absl.testing import parameterized
 import numpy as np
@@ -113,6 +114,43 @@ class ImageFolderTest(tf.test.TestCase, parameterized.TestCase):
       image_folder.image_folder(root=two)
     with self.assertRaisesRegex(ConfigError, "too few to hold out 2"):
       image_folder.image_folder(root=two, test_per_class=2)
+
+  def test_what_is_not_a_regular_file_is_left_out(self):
+    """A FIFO named x.jpg (opening it would wait forever) and a directory named y.png
+    are not images: the scan leaves them out rather than hang or fail (issue 56)."""
+    root = os.path.join(self.get_temp_dir(), "special")
+    write_tree(root, [3, 3])
+    os.mkfifo(os.path.join(root, "class_0", "x.jpg"))
+    os.makedirs(os.path.join(root, "class_1", "y.png"))
+    signal.signal(signal.SIGALRM, lambda *_: self.fail("the scan hung on the FIFO"))
+    signal.alarm(30)
+    try:
+      _, paths, labels, skipped = image_folder.scan(root)
+    finally:
+      signal.alarm(0)
+    self.assertLen(paths, 6)
+    self.assertFalse([p for p in paths if p.endswith(("x.jpg", "y.png"))])
+    self.assertEqual(skipped, [])
+
+  def test_a_link_out_of_the_root_is_read_only_when_allowed(self):
+    """Reads stay inside image_folder.root: a symbolic link to an image elsewhere stops
+    the scan in one line naming the binding that allows it (issue 56)."""
+    tmp = self.get_temp_dir()
+    root, elsewhere = os.path.join(tmp, "linked"), os.path.join(tmp, "elsewhere")
+    write_tree(root, [2, 2])
+    write_tree(elsewhere, [1])
+    outside = os.path.join(elsewhere, "class_0", "0.jpg")
+    os.symlink(outside, os.path.join(root, "class_1", "9.jpg"))
+    inside = os.path.join(root, "class_0", "0.jpg")
+    os.symlink(inside, os.path.join(root, "class_1", "8.jpg"))  # inside: fine
+    with self.assertRaisesRegex(
+        ConfigError, r"^image file '.*/linked/class_1/9.jpg' is a link to '.*/elsewhere/"
+        r"class_0/0.jpg', outside image_folder.root '.*/linked'; move the image into the "
+        r"tree, or bind image_folder.allow_outside_root = True to read it there"):
+      image_folder.image_folder(root=root, test_per_class=1)
+    source = image_folder.image_folder(root=root, test_per_class=1,
+                                       allow_outside_root=True)
+    self.assertLen(source.train_labels, 3)
 
   def test_empty_class_directory_is_named(self):
     root = os.path.join(self.get_temp_dir(), "tree")
