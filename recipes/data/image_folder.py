@@ -10,6 +10,7 @@ full decode (a truncated JPEG passes the header check).
 """
 
 import os
+import stat
 
 from absl import logging
 import gin
@@ -73,9 +74,29 @@ def undecodable(paths):
   return sorted(paths[~decoded].tolist())
 
 
-def scan(root, on_bad_file="error"):
+def regular_file(path):
+  """Whether `path` is (or links to) a regular file: a FIFO, socket, device or directory
+  named like an image is none (opening a FIFO waits for a writer forever)."""
+  try:
+    return stat.S_ISREG(os.stat(path).st_mode)
+  except OSError:
+    return False  # a dangling link: no file
+
+
+def check_inside(path, root, allow_outside_root):
+  """Refuses a file whose real path (links followed) lies outside `root`."""
+  real, top = os.path.realpath(path), os.path.realpath(root)
+  if not allow_outside_root and os.path.commonpath([real, top]) != top:
+    raise ConfigError(
+        f"image file {path!r} is a link to {real!r}, outside image_folder.root {root!r}; "
+        "move the image into the tree, or bind image_folder.allow_outside_root = True to "
+        "read it there")
+
+
+def scan(root, on_bad_file="error", allow_outside_root=False):
   """(class names, file paths, labels, skipped paths) of the tree at `root`; a bad file
-  raises, or with `on_bad_file='skip'` is left out along with those that do not decode."""
+  raises, or with `on_bad_file='skip'` is left out along with those that do not decode.
+  Only regular files are images; a link out of `root` raises unless allowed."""
   if not root or not os.path.isdir(root):
     raise ConfigError(
         f"image folder {root!r} does not exist; bind image_folder.root to a directory "
@@ -84,7 +105,10 @@ def scan(root, on_bad_file="error"):
       d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
   per_class = [
       [os.path.join(root, name, f) for f in sorted(os.listdir(os.path.join(root, name)))
-       if f.lower().endswith(IMAGE_EXTENSIONS)] for name in class_names]
+       if f.lower().endswith(IMAGE_EXTENSIONS)
+       and regular_file(os.path.join(root, name, f))] for name in class_names]
+  for path in (p for files in per_class for p in files):
+    check_inside(path, root, allow_outside_root)
   if not any(per_class):
     raise ConfigError(
         f"image folder {root!r} holds no images; expected <root>/<class>/*.jpg "
@@ -154,17 +178,20 @@ def decode(path, label):
 
 @gin.configurable
 def image_folder(root=gin.REQUIRED, test_root=None, test_per_class=None, split_seed=0,
-                 on_bad_file="error"):
+                 on_bad_file="error", allow_outside_root=False):
   """An image-tree `Source`; give `test_root` or `test_per_class` for the test split.
   `on_bad_file`: 'error' stops at a file that is no image; 'skip' leaves out those and
-  every file that fails a full decode (which reads the whole data set once)."""
+  every file that fails a full decode (which reads the whole data set once).
+  `allow_outside_root`: read images that links lead to outside the tree (else refused);
+  a FIFO, device or directory named like an image is never read."""
   if on_bad_file not in ON_BAD_FILE:
     raise ConfigError(
         f"image_folder.on_bad_file={on_bad_file!r} is not one of 'error', 'skip'; bind "
         "'error' to stop at a bad image file or 'skip' to leave bad files out")
-  class_names, paths, labels, skipped = scan(root, on_bad_file)
+  class_names, paths, labels, skipped = scan(root, on_bad_file, allow_outside_root)
   if test_root is not None:
-    test_names, test_paths, test_labels, test_skipped = scan(test_root, on_bad_file)
+    test_names, test_paths, test_labels, test_skipped = scan(test_root, on_bad_file,
+                                                             allow_outside_root)
     if test_names != class_names:
       raise ConfigError(
           f"test folder {test_root!r} has classes {test_names}, but {root!r} has "
