@@ -140,7 +140,12 @@ class ListFileTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(
       ("train/n000/img_0.png\n", "'train/n000/img_0.png'"),
       ("train/n000/img_0.png zero\n", "'train/n000/img_0.png zero'"),
-      ("train/n000/img_0.png 1.5\n", "'train/n000/img_0.png 1.5'"))
+      ("train/n000/img_0.png 1.5\n", "'train/n000/img_0.png 1.5'"),
+      # Issue 56: each was a traceback (ValueError, OverflowError) or worded elsewhere.
+      ("train/n000/img_0.png --1\n", "'train/n000/img_0.png --1'"),
+      ("train/n000/img_0.png \u00b2\n", "'train/n000/img_0.png \u00b2'"),
+      ("train/n000/img_0.png 99999999999999999999\n",
+       "'train/n000/img_0.png 99999999999999999999'"))
   def test_malformed_line_names_file_and_line(self, bad, shown):
     path = self.write_list("bad.txt", "train/n000/img_1.png 0\n\n" + bad)
     with self.assertRaises(ConfigError) as raised:
@@ -162,6 +167,39 @@ class ListFileTest(tf.test.TestCase, parameterized.TestCase):
       self.source(num_classes=5)
     with self.assertRaisesRegex(ConfigError, "list_file.num_classes=1 must be"):
       self.source(num_classes=1)
+
+  def test_a_label_too_large_to_be_a_class_is_refused_before_counting(self):
+    """40000000000 would make the class count (np.bincount) allocate 298 GiB."""
+    path = self.write_list("huge.txt", "train/n000/img_0.png 0\ntrain/n001/img_0.png "
+                           "40000000000\n")
+    with self.assertRaises(ConfigError) as raised:
+      self.source(train_list="huge.txt")
+    self.assertEqual(one_line(raised.exception), (
+        f"{path}:2: label 40000000000 is more classes than list_file.max_classes "
+        "(100000) allows; fix the list, or bind list_file.num_classes (or max_classes)"))
+
+  @parameterized.parameters("absolute", "climbing", "link")
+  def test_an_image_outside_the_root_is_read_only_when_allowed(self, how):
+    outside = os.path.join(self.tmp, "elsewhere.png")
+    write_image(outside, 0)
+    if how == "absolute":
+      entry = outside
+    elif how == "climbing":
+      entry = "train/../../elsewhere.png"
+    else:
+      os.symlink(outside, os.path.join(self.root, "train", "n000", "link.png"))
+      entry = "train/n000/link.png"
+    with open(os.path.join(self.lists, "t_train.txt")) as f:
+      text = f.read()  # 9 lines
+    path = self.write_list("outside.txt", text + f"{entry} 0\n")
+    with self.assertRaises(ConfigError) as raised:
+      self.source(train_list="outside.txt")
+    self.assertRegex(one_line(raised.exception), (
+        f"^{re.escape(path)}:10: image '.*' is outside list_file.root "
+        f"'{re.escape(self.root)}'( \\(a link to '.*'\\))?; keep the images under the root, "
+        "or bind list_file.allow_outside_root = True$"))
+    source = self.source(train_list="outside.txt", allow_outside_root=True)
+    self.assertLen(source.train_labels, 10)
 
   def test_missing_image(self):
     os.remove(os.path.join(self.root, "val", "n001", "img_1.png"))
