@@ -23,6 +23,7 @@ one line. The validation list, when given, is the source's `validation` split
 """
 
 import os
+import re
 
 import gin
 import numpy as np
@@ -57,7 +58,7 @@ def parse(path):
       if not text:
         continue
       parts = text.rsplit(None, 1)
-      if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+      if (len(parts) != 2 or not re.fullmatch(r"-?[0-9]{1,18}", parts[1])):  # int64
         shown = text if len(text) <= 80 else text[:77] + "..."
         raise ConfigError(f"{path}:{number}: expected '<relative path> <label>' (a whole "
                           f"number), got {shown!r}")
@@ -75,15 +76,24 @@ def missing_files(paths):
   return [p for p in paths if not os.path.isfile(p)]
 
 
-def _checked_classes(lists, num_classes):
-  """`num_classes` (inferred as the largest label + 1 when None), checked against every
-  list's labels and the training list's classes."""
+def _checked_classes(lists, num_classes, max_classes):
+  """`num_classes` (inferred as the largest label + 1 when None, at most `max_classes`),
+  checked against every list's labels and the training list's classes."""
   inferred = num_classes is None
   if inferred:
+    for full, _, labels, lines in lists.values():
+      i = int(np.argmax(labels))
+      if labels[i] >= max_classes:  # before the class count allocates that many
+        raise ConfigError(
+            f"{full}:{lines[i]}: label {labels[i]} is more classes than "
+            f"list_file.max_classes ({max_classes}) allows; fix the list, or bind "
+            "list_file.num_classes (or max_classes)")
     num_classes = max(int(labels.max()) for _, _, labels, _ in lists.values()) + 1
-  elif isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-    raise ConfigError(f"list_file.num_classes={num_classes!r} must be a whole number >= 2 "
-                      "or None (inferred from the labels)")
+  elif (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+        or not 2 <= num_classes <= max_classes):
+    raise ConfigError(f"list_file.num_classes={num_classes!r} must be a whole number in "
+                      f"[2, list_file.max_classes = {max_classes}] or None (inferred from "
+                      "the labels)")
   for full, _, labels, lines in lists.values():
     bad = np.flatnonzero((labels < 0) | (labels >= num_classes))
     if len(bad):
@@ -102,10 +112,30 @@ def _checked_classes(lists, num_classes):
   return num_classes
 
 
-def _image_paths(root, entry, check_files):
+def _outside(path, root):
+  """Why `path` is not under `root` (None when it is): absolute or climbing out, or a
+  link whose target is elsewhere."""
+  top = os.path.realpath(root)
+  if os.path.commonpath([os.path.abspath(path), os.path.abspath(root)]) != \
+      os.path.abspath(root):
+    return ""
+  real = os.path.realpath(path)
+  if os.path.commonpath([real, top]) != top:
+    return f" (a link to {real!r})"
+  return None
+
+
+def _image_paths(root, entry, check_files, allow_outside_root):
   """(image paths under `root`, int32 labels) of one parsed list, its images checked."""
   full, relative, labels, lines = entry
-  paths = [os.path.join(root, p) for p in relative]
+  paths = [os.path.normpath(os.path.join(root, p)) for p in relative]
+  if not allow_outside_root:
+    for path, line in zip(paths, lines):
+      why = _outside(path, root)
+      if why is not None:
+        raise ConfigError(
+            f"{full}:{line}: image {path!r} is outside list_file.root {root!r}{why}; keep "
+            "the images under the root, or bind list_file.allow_outside_root = True")
   if check_files:
     missing = missing_files(paths)
     if missing:
@@ -120,7 +150,7 @@ def _image_paths(root, entry, check_files):
 @gin.configurable
 def list_file(root=gin.REQUIRED, train_list=gin.REQUIRED, test_list=gin.REQUIRED,
               val_list=None, list_dir=None, num_classes=None, check_files=True,
-              name=None):
+              name=None, allow_outside_root=False, max_classes=100_000):
   """A `Source` from list files over an image root (see the module).
 
   Args:
@@ -131,6 +161,10 @@ def list_file(root=gin.REQUIRED, train_list=gin.REQUIRED, test_list=gin.REQUIRED
     num_classes: the number of classes; None infers the largest label + 1.
     check_files: check that every listed image exists when the source is built.
     name: the data set's name in reports (default: the training list's, without .txt).
+    allow_outside_root: read listed images outside `root` (absolute, climbing out with
+      '..', or links to elsewhere); else each is refused naming its line.
+    max_classes: the most classes `num_classes=None` may infer (a label beyond it is a
+      typo, not a class: counting that many would take the memory of that many).
   """
   if not root or not os.path.isdir(root):
     raise ConfigError(f"image root {root!r} does not exist; bind list_file.root to the "
@@ -142,8 +176,9 @@ def list_file(root=gin.REQUIRED, train_list=gin.REQUIRED, test_list=gin.REQUIRED
   for split, (path, setting) in given.items():
     full = resolve(path, list_dir, setting)
     lists[split] = (full, *parse(full))
-  num_classes = _checked_classes(lists, num_classes)
-  splits = {split: _image_paths(root, entry, check_files) for split, entry in lists.items()}
+  num_classes = _checked_classes(lists, num_classes, max_classes)
+  splits = {split: _image_paths(root, entry, check_files, allow_outside_root)
+            for split, entry in lists.items()}
 
   decoded, encoded = image_folder.file_datasets(splits)
 

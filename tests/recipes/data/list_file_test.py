@@ -167,6 +167,9 @@ class ListFileTest(tf.test.TestCase, parameterized.TestCase):
       self.source(num_classes=5)
     with self.assertRaisesRegex(ConfigError, "list_file.num_classes=1 must be"):
       self.source(num_classes=1)
+    with self.assertRaisesRegex(ConfigError, r"list_file.num_classes=100000000000 must be "
+                                r"a whole number in \[2, list_file.max_classes = 100000\]"):
+      self.source(num_classes=10 ** 11)
 
   def test_a_label_too_large_to_be_a_class_is_refused_before_counting(self):
     """40000000000 would make the class count (np.bincount) allocate 298 GiB."""
