@@ -219,8 +219,9 @@ class NextStepsTest(absltest.TestCase):
     for _ in range(2):
       result = run_cli("--recipe=nfnet_long_tail", *flags, "--dry_run")
       self.assertEqual(result.returncode, 0, result.stderr)
-      (line,) = [l for l in result.stdout.splitlines() if l.startswith("  name: ")]
-      names.add(line)
+      lines = {l for l in result.stdout.splitlines() if l.startswith("  name: ")}
+      self.assertLen(lines, 1)  # the TFJob and its NetworkPolicy share the name
+      names |= lines
       self.assertIn("--model_dir=/gcs/b/tiny", result.stdout)
     self.assertLen(names, 2)
     self.assertTrue(all(n.startswith("  name: nfnet-long-tail-") for n in names))

@@ -124,8 +124,8 @@ class HostileValuesTest(parameterized.TestCase):
           text = yaml.safe_dump(document)
           self.assertNotIn("PWNED:", text)  # no key injected into the YAML
     if backend == "kubernetes":  # after Kubernetes' expansion of `$`
-      documents = list(yaml.safe_load_all(steps[0].files[0][1]))
-      container = documents[-1]["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"][
+      tfjob, = [d for d in yaml.safe_load_all(steps[0].files[0][1]) if d["kind"] == "TFJob"]
+      container = tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"][
           "containers"][0]
       argv = [expand(a, {}) for a in container["command"]]
       self.assertIn(f"--gin_bindings=NOTE = '{value}'", argv)

@@ -171,7 +171,8 @@ class TFJobTest(absltest.TestCase):
     (step,) = kubernetes.steps(CPU_JOB, PVC)
     self.assertEqual(step.argv, ("kubectl", "create", "--namespace=ml", "-f",
                                  "{dir}/tfjob.yaml"))
-    self.assertEqual(yaml.safe_load(step.files[0][1]), kubernetes.tfjob(CPU_JOB, PVC))
+    self.assertEqual(list(yaml.safe_load_all(step.files[0][1])),
+                     [kubernetes.tfjob(CPU_JOB, PVC), kubernetes.network_policy(CPU_JOB)])
 
   def test_golden(self):
     (step,) = kubernetes.steps(dataclasses.replace(GPU_JOB, submission=SUBMISSION))
@@ -265,8 +266,64 @@ class IndexedJobTest(absltest.TestCase):
     (step,) = kubernetes.steps(job, INDEXED)
     self.assertEqual(step.argv, ("kubectl", "create", "-f", "{dir}/indexed_job.yaml"))
     self.assertEqual(list(yaml.safe_load_all(step.files[0][1])),
-                     list(kubernetes.indexed_job(job, INDEXED)))
+                     [*kubernetes.indexed_job(job, INDEXED), kubernetes.network_policy(job)])
     golden.check(self, "kubernetes_indexed_job.yaml", step.files[0][1])
+
+
+class ReachTest(absltest.TestCase):
+  """Issue 57: TensorFlow's gRPC server answers anyone who reaches its port, so each
+  manifest admits to the job's pods only the job's own pods; every container runs
+  without privilege escalation or capabilities."""
+
+  def manifests(self):
+    for kind, options in (("tfjob", PVC), ("indexed_job", INDEXED)):
+      (step,) = kubernetes.steps(CPU_JOB, options)
+      yield kind, list(yaml.safe_load_all(step.files[0][1]))
+
+  def test_only_the_jobs_own_pods_reach_a_worker(self):
+    for kind, documents in self.manifests():
+      policies = [d for d in documents if d["kind"] == "NetworkPolicy"]
+      self.assertLen(policies, 1, kind)
+      policy = policies[0]
+      self.assertEqual(schemas.errors("k8s_network_policy", policy), [], kind)
+      pods = [d for d in documents if d["kind"] in ("TFJob", "Job")][0]
+      templates = ([r["template"] for r in pods["spec"]["tfReplicaSpecs"].values()]
+                   if kind == "tfjob" else [pods["spec"]["template"]])
+      selector = policy["spec"]["podSelector"]["matchLabels"]
+      for template in templates:  # the policy isolates every pod of the job
+        self.assertLessEqual(selector.items(), template["metadata"]["labels"].items())
+      self.assertEqual(policy["spec"]["policyTypes"], ["Ingress"])
+      # One rule: from the job's pods (every port); anything else is refused.
+      self.assertEqual(policy["spec"]["ingress"],
+                       [{"from": [{"podSelector": {"matchLabels": selector}}]}])
+      other = dataclasses.replace(CPU_JOB, submission="other1")
+      self.assertNotEqual(kubernetes.network_policy(other)["spec"]["podSelector"],
+                          policy["spec"]["podSelector"])  # one job's pods, not another's
+
+  def test_the_schema_rejects_a_broken_policy(self):
+    policy = kubernetes.network_policy(CPU_JOB)
+    misspelt = copy.deepcopy(policy)
+    misspelt["spec"]["ingress"][0]["form"] = misspelt["spec"]["ingress"][0].pop("from")
+    bad_type = copy.deepcopy(policy)
+    bad_type["spec"]["policyTypes"] = ["ingress"]
+    both = copy.deepcopy(policy)
+    both["spec"]["ingress"][0]["from"][0]["ipBlock"] = {"cidr": "10.0.0.0/8"}
+    for broken in (misspelt, bad_type, both):
+      self.assertNotEqual(schemas.errors("k8s_network_policy", broken), [])
+
+  def test_every_container_drops_privileges(self):
+    want = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"}}
+    for kind, documents in self.manifests():
+      for document in documents:
+        if document["kind"] == "TFJob":
+          for replica in document["spec"]["tfReplicaSpecs"].values():
+            self.assertEqual(container(replica)["securityContext"], want, kind)
+          self.assertEqual(schemas.errors("tfjob", document), [])
+        elif document["kind"] == "Job":
+          self.assertEqual(document["spec"]["template"]["spec"]["containers"][0][
+              "securityContext"], want, kind)
+          self.assertEqual(schemas.errors("k8s_indexed_job", document), [])
 
 
 def qos_class(pod_spec):
@@ -307,7 +364,7 @@ class EngineDefectsTest(absltest.TestCase):
     for kind in kubernetes.KINDS:
       manifest = kubernetes.manifest(job, dataclasses.replace(PVC, kind=kind))[1]
       for document in yaml.safe_load_all(manifest):
-        if document["kind"] == "Service":
+        if document["kind"] in ("Service", "NetworkPolicy"):
           continue
         spec = (document["spec"]["template"]["spec"] if kind == "indexed_job" else
                 document["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"])

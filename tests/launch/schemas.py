@@ -5,6 +5,7 @@ its README.md), and the rules the engines enforce beyond them.
   "tfjob": the TFJob CRD's openAPIV3Schema (Kubeflow training-operator v1.9.0), read
     as kubectl's strict field validation does: an unknown field is an error;
   "k8s_indexed_job": the Service and batch/v1 Job fields launch/kubernetes.py uses;
+  "k8s_network_policy": networking.k8s.io/v1 NetworkPolicy, whole;
   "vertex_custom_job": the aiplatform v1 CustomJobSpec fields launch/vertex.py uses.
 """
 
@@ -20,6 +21,7 @@ DATA = os.path.join(ROOT, "tests", "launch", "data")
 FILES = {
     "tfjob": "tfjob_crd_schema.json",
     "k8s_indexed_job": "k8s_indexed_job_schema.json",
+    "k8s_network_policy": "k8s_network_policy_schema.json",
     "vertex_custom_job": "vertex_custom_job_schema.json",
 }
 
