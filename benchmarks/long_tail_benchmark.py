@@ -17,7 +17,7 @@ stale one (--rerun_stale deletes and reruns it), so the table can be filled over
 several sittings and never mixes configurations. Prints balanced, many-, medium- and
 few-shot test accuracy per method (mean ± standard deviation over seeds) and each
 method's balanced accuracy against cross-entropy by the project's one rule
-(benchmarks/stats.py: a paired t test over seeds, 95%); writes the raw results
+(benchmarks/stats.py: a paired t test over seeds, Holm over the methods run, 95%); writes the raw results
 (long_tail.json: every run's figures, the command, date and machine), the table
 (long_tail.md, rendered from that JSON alone) and two plots (long_tail.png: balanced
 accuracy per method; per_class.png: each class's test accuracy under the baseline and
@@ -250,11 +250,12 @@ def plot_per_class(results, methods_shown, path):
 
 
 def shown_methods(results, requested=()):
-  """The baseline and the requested methods, or up to three that are ahead."""
+  """The baseline and the requested methods, or up to three that are ahead (by Holm
+  over every method run)."""
   if requested:
     return [BASELINE] + [m for m in results["runs"] if slug(m) in requested]
-  ahead = sorted((c.difference, m) for m, c in tables.comparisons(results).items()
-                 if c.verdict == stats.AHEAD)
+  compared = tables.comparisons(results)
+  ahead = sorted((compared[m].difference, m) for m in tables.ahead_by_family(results))
   return [BASELINE] + [m for _, m in ahead[::-1][:3]]
 
 

@@ -211,19 +211,13 @@ def gains(rows, grouped):
         out.append(dict(row=row, baseline=base, label=f"{row['recipe']}{suffix}",
                         n_a=len(a), n_b=len(b), comparison=stats.compare(a, b, paired=False),
                         published=row["top1"] - base["top1"]))
-  adjusted = stats.holm([g["comparison"].p for g in out])
-  for g, p in zip(out, adjusted):
+  verdicts = stats.holm_verdicts([g["comparison"] for g in out])
+  family = len([p for p, _ in verdicts if math.isfinite(p)])
+  for g, (p, verdict) in zip(out, verdicts):
     c = g["comparison"]
-    g["p_holm"] = p
-    g["family"] = len([q for q in adjusted if math.isfinite(q)])
-    if not math.isfinite(p):
-      g["verdict"] = c.verdict  # no estimate: fewer than 2 runs a side
-    elif p < 1 - c.confidence:
-      g["verdict"] = stats.AHEAD if c.difference > 0 else stats.BEHIND
-    else:
-      g["verdict"] = stats.WITHIN_NOISE
-    g["covers_published"] = (c.low <= g["published"] <= c.high
-                             if math.isfinite(c.low) else None)
+    g.update(p_holm=p, family=family, verdict=verdict,
+             covers_published=(c.low <= g["published"] <= c.high
+                               if math.isfinite(c.low) else None))
   return out
 
 

@@ -78,10 +78,12 @@ class Comparison:
             f"{self.dof:.3g} df, p = {format_p(self.p)}): {self.verdict}")
 
 
-def format_p(p):
+def format_p(p, digits=2):
+  """'0.038', '< 0.001' or 'n/a'; `digits` significant (3 where a threshold is near:
+  an adjusted 0.0505 must not read 0.05)."""
   if not math.isfinite(p):
     return "n/a"
-  return f"{p:.2g}" if p >= 0.001 else "< 0.001"
+  return f"{p:.{digits}g}" if p >= 0.001 else "< 0.001"
 
 
 def t_critical(dof, confidence=CONFIDENCE):
@@ -201,6 +203,24 @@ def holm(p_values):
     running = max(running, min(1.0, (m - rank) * p[index]))
     adjusted[index] = running
   return adjusted.tolist()
+
+
+def holm_verdicts(comparisons):
+  """[(Holm-adjusted p, verdict)] of a family of Comparisons, in the order given: the
+  verdict words of the module at the family-wise level (each comparison's own
+  confidence): "ahead" / "behind" where the adjusted p is below 1 - confidence, else
+  "within noise"; a comparison without an estimate keeps its own verdict (NO_ESTIMATE)
+  and stays out of the family."""
+  adjusted = holm([c.p for c in comparisons])
+  out = []
+  for c, p in zip(comparisons, adjusted):
+    if not math.isfinite(p):
+      out.append((p, c.verdict))
+    elif p < 1 - c.confidence:
+      out.append((p, AHEAD if c.difference > 0 else BEHIND))
+    else:
+      out.append((p, WITHIN_NOISE))
+  return out
 
 
 @functools.lru_cache(maxsize=None)

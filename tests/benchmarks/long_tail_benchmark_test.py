@@ -151,14 +151,17 @@ class LongTailBenchmarkTest(tf.test.TestCase):
     # Paired differences 0.10, 0.09, 0.11: mean 0.10, standard error 0.01/sqrt(3).
     ldam = stats.compare([0.80, 0.81, 0.85], [0.70, 0.72, 0.74], paired=True)
     self.assertAllClose([ldam.difference, ldam.standard_error], [0.1, 0.01 / np.sqrt(3)])
+    # Holm over the two methods run: the smaller p doubled, the larger at least that.
     self.assertIn(f"| LDAM-DRW | 3 | 0.820 ± 0.026 | 1.000 ± 0.000 | 0.500 ± 0.000 | n/a | "
-                  f"{ldam} |", text)
-    self.assertIn("(paired t, 2 df, p = 0.0033): ahead |", text)
+                  f"+0.100 ± 0.006 (paired t, 2 df, p = {ldam.p:.2g}; Holm over 2: "
+                  f"{2 * ldam.p:.3g}): ahead |", text)
+    self.assertIn("(paired t, 2 df, p = 0.0033; Holm over 2: 0.00663): ahead |", text)
+    self.assertIn("Holm over the 2 methods run", text)
     self.assertIn("focal | 3 | 0.727 ± 0.032", text)
     # Differences -0.01, 0.03, 0.00: t = 0.555; with 2 degrees of freedom the two-sided
     # p is 1 - t / sqrt(2 + t^2) = 0.63 (the t distribution's closed form at 2 df).
-    self.assertRegex(text, r"focal .*\+0\.007 ± 0\.012 \(paired t, 2 df, p = 0\.63\): "
-                     "within noise \|")
+    self.assertRegex(text, r"focal .*\+0\.007 ± 0\.012 \(paired t, 2 df, p = 0\.63; Holm "
+                     r"over 2: 0\.635\): within noise \|")
     self.assertEqual(tables.long_tail(json.loads(json.dumps(results))), text)  # from JSON
     one = self.results({bench.BASELINE: [0.7], "LDAM-DRW": [0.8]})
     self.assertIn(f"+0.100: {stats.NO_ESTIMATE} |", tables.long_tail(one))

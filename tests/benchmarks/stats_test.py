@@ -230,6 +230,22 @@ class HolmTest(tf.test.TestCase):
     self.assertAllClose(min(adjusted), 0.0505)
     self.assertTrue(all(a >= 0.05 for a in adjusted))
 
+  def test_holm_verdicts_at_the_family_wise_level(self):
+    """p = 0.001 (a difference below 0), 0.04 and 0.3 adjust to 0.003, 0.08, 0.3 (Holm
+    1979): only the first rejects at 95%, as "behind"; 0.04 alone would have been
+    "ahead". A comparison without an estimate keeps its words and stays out."""
+    def comparison(difference, p):
+      return stats.Comparison(difference, 0.1, 1.0, 2.0, p, 0.0, 1.0, True, 3, 0.95,
+                              stats.AHEAD if p < 0.05 else stats.WITHIN_NOISE)
+    none = stats.compare([0.5], [0.4], paired=True)
+    found = stats.holm_verdicts([comparison(-0.2, 0.001), comparison(0.1, 0.04), none,
+                                 comparison(0.1, 0.3)])
+    self.assertAllClose([p for p, _ in found], [0.003, 0.08, float("nan"), 0.3])
+    self.assertEqual([v for _, v in found], [stats.BEHIND, stats.WITHIN_NOISE,
+                                            stats.NO_ESTIMATE, stats.WITHIN_NOISE])
+    self.assertEqual(stats.format_p(0.0505, 3), "0.0505")
+    self.assertEqual(stats.format_p(0.0505), "0.051")
+
   def test_monotone_capped_and_nan_left_out(self):
     self.assertAllClose(stats.holm([0.4, 0.3]), [0.6, 0.6])  # 0.4 x 1 < 0.3 x 2: not down
     self.assertEqual(stats.holm([0.6, 0.7, 0.8]), [1.0, 1.0, 1.0])
