@@ -171,6 +171,12 @@ class ModelCardTest(tf.test.TestCase, parameterized.TestCase):
       ("std", dict(std=(0.2, 0.2)), "std=.*3 values"),
       ("std_zero", dict(std=(0.2, 0.0, 0.2)), "std=.*positive"),
       ("randaugment", dict(randaugment=(4,)), "randaugment=.*layers, magnitude"),
+      # Issue 56: NaN or infinite statistics (a timm config.json's) ran as divergence,
+      # exit 3; a size of 100000 would resize every image to 10^10 pixels.
+      ("mean_nan", dict(mean=(0.5, float("nan"), 0.5)), "mean=.*finite"),
+      ("std_inf", dict(std=(0.2, float("inf"), 0.2)), "std=.*finite"),
+      ("huge_size", dict(test_size=100000), "test_size=100000: use a positive integer "
+       "up to 4096"),
   )
   def test_validation(self, change, message):
     with self.assertRaisesRegex(ValueError, f"ModelCard.{message}"):
