@@ -26,11 +26,15 @@ grey model on an input equals the RGB model on that input replicated (zoo/grey.p
 """
 
 import dataclasses
+import math
 from typing import Optional
 
 import tensorflow as tf
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
+# The largest side a card may name: a 4096 x 4096 float32 batch of one is 200 MB; a
+# larger side is a typo (100000 would be 10^10 pixels an image).
+MAX_SIZE = 4096
 IMAGENET_STD = (0.229, 0.224, 0.225)
 LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601: R, G, B weights of grey
 RESIZE_METHODS = ("bilinear", "bicubic")
@@ -71,8 +75,9 @@ class ModelCard:
   def __post_init__(self):
     for field in ("train_size", "test_size"):
       value = getattr(self, field)
-      if not isinstance(value, int) or value < 1:
-        raise ValueError(f"ModelCard.{field}={value!r}: use a positive integer")
+      if not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+        raise ValueError(f"ModelCard.{field}={value!r}: use a positive integer up to "
+                         f"{MAX_SIZE}")
     if not 0 < self.test_crop <= 1:
       raise ValueError(f"ModelCard.test_crop={self.test_crop!r}: use a fraction in (0, 1]")
     if self.resize_method not in RESIZE_METHODS:
@@ -83,6 +88,9 @@ class ModelCard:
       if len(tuple(value)) != 3:
         raise ValueError(f"ModelCard.{field}={value!r}: use 3 values (R, G, B)")
       object.__setattr__(self, field, tuple(float(v) for v in value))
+      if not all(math.isfinite(v) for v in getattr(self, field)):
+        raise ValueError(f"ModelCard.{field}={getattr(self, field)!r}: every value must "
+                         "be finite")
     if min(self.std) <= 0:
       raise ValueError(f"ModelCard.std={self.std!r}: every value must be positive")
     if self.randaugment is not None:
