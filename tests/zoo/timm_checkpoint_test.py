@@ -156,6 +156,21 @@ class TimmFilesTest(tf.test.TestCase):
     self.assertFails(r"layer1.0.bn1.bias has shape \(128,\), but zoo model resnet50_v1_5 "
                      r"needs \(64,\)", self.checkpoint(other))
 
+  def test_a_file_with_non_finite_weights_is_refused(self):
+    """Issue 56: NaN or infinite weights load without complaint and would train into
+    divergence (exit 3) after writing a run; zoo.build refuses them, naming one."""
+    weights = dict(self.weights)
+    bad = weights["layer2.1.conv2.weight"].copy()
+    bad[0, 0, 1, 1] = np.nan
+    weights["layer2.1.conv2.weight"] = bad
+    with self.assertRaisesRegex(ValueError, r"weights=.*model.safetensors: the loaded "
+                                r"weights hold NaN or infinite values \(first in "
+                                r"stage2/block1/2_conv/kernel"):
+      self.build(self.checkpoint(weights))
+    weights["layer2.1.conv2.weight"] = np.where(np.isnan(bad), np.inf, bad)
+    with self.assertRaisesRegex(ValueError, "NaN or infinite"):
+      self.build(self.checkpoint(weights))
+
   def test_a_tensor_of_another_dtype(self):
     weights = dict(self.weights, **{"fc.bias": self.weights["fc.bias"].astype(np.float16)})
     self.assertFails("fc.bias is F16, not float32", self.checkpoint(weights))
