@@ -292,6 +292,17 @@ def card(name):
 WEIGHT_KEYWORDS = ("weights", "weights_sha256", "cache_dir")
 
 
+def check_finite(model, weights):
+  """Refuses a model whose loaded weights hold a NaN or an infinity (a damaged or
+  crafted file would load without complaint and train into divergence)."""
+  for variable in model.weights:
+    if variable.dtype.is_floating and not np.all(np.isfinite(variable.numpy())):
+      raise pretrained.WeightsError(
+          f"zoo.build weights={weights!r}: the loaded weights hold NaN or infinite values "
+          f"(first in {variable.name}); download the file again, or start from "
+          "weights=None")
+
+
 @gin.configurable(module="zoo")
 def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, input_channels=3,
           **overrides):
@@ -328,6 +339,8 @@ def build(name=gin.REQUIRED, num_classes=1000, input_shape=None, input_channels=
                      "3 and set zoo.build.input_channels = 1)")
   model = entry.builder(num_classes=num_classes, input_shape=tuple(input_shape),
                         **overrides)
+  if overrides.get("weights") is not None:
+    check_finite(model, overrides["weights"])
   card = card_of(model) or entry.card
   if input_channels == 1:
     twin = entry.builder(num_classes=num_classes, input_shape=(*sizes[:2], 1),

@@ -163,7 +163,7 @@ class TimmFilesTest(tf.test.TestCase):
     bad = weights["layer2.1.conv2.weight"].copy()
     bad[0, 0, 1, 1] = np.nan
     weights["layer2.1.conv2.weight"] = bad
-    with self.assertRaisesRegex(ValueError, r"weights=.*model.safetensors: the loaded "
+    with self.assertRaisesRegex(ValueError, r"weights=.*model.safetensors': the loaded "
                                 r"weights hold NaN or infinite values \(first in "
                                 r"stage2/block1/2_conv/kernel"):
       self.build(self.checkpoint(weights))
